@@ -1,0 +1,139 @@
+/*
+ * attention.c — the attention block of one layer over a batch:
+ * Q/K/V projections (+bias) → q/k RMSNorm → clip → RoPE → write K/V of every
+ * batch token into its sequence's cache → causal GQA attention per
+ * (token, head) → Wo → residual add.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../kernels/kernels.h"
+
+/* The cached row of (seq, layer, pos) in a [n_seq, n_layer, n_ctx, K] cache. */
+static float *colibri_kv_row(const colibri_context *ctx, float *cache, int32_t seq, int32_t layer,
+                             int32_t pos) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
+    return cache + (((int64_t)seq * hp->n_layer + layer) * ctx->n_ctx + pos) * K;
+}
+
+/* y: [T, n] += bias (any dtype, [1, n]). */
+static void colibri_bias_add(colibri_context *ctx, const colibri_tensor *bias, float *y, int32_t T) {
+    const float *b = colibri_vec_load(ctx, bias);   /* b: [n] */
+    int64_t n = bias->cols;
+    for (int32_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+    }
+}
+
+/* y: [T, n] clamped to [-c, c]. */
+static void colibri_clip_apply(float *y, int64_t count, float c) {
+    for (int64_t i = 0; i < count; i++) y[i] = y[i] < -c ? -c : (y[i] > c ? c : y[i]);
+}
+
+/* y: [T, n_heads*head_dim] RMSNorm'd in place, over each head (weight
+ * [head_dim]) or over the whole row (weight [n_heads*head_dim]). */
+static void colibri_qk_norm_apply(colibri_context *ctx, const colibri_tensor *norm, float *y,
+                                  int32_t T, int32_t n_heads) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    const float *w = colibri_vec_load(ctx, norm);   /* w: [head_dim] or [n_heads*head_dim] */
+    int64_t row = (int64_t)n_heads * hp->head_dim;
+    int64_t span = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hp->head_dim : row;
+    for (int64_t i = 0; i < T * row; i += span) colibri_rmsnorm_apply(y + i, w, span, hp->norm_eps, y + i);
+}
+
+/* ---- causal GQA attention, one (token, head) per work item --------------- */
+
+typedef struct colibri_attention_task {
+    colibri_context *ctx;
+    const colibri_batch *batch;
+    int32_t layer;
+    float scale;
+} colibri_attention_task;
+
+static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
+    const colibri_attention_task *task = (const colibri_attention_task *)arg;
+    colibri_context *ctx = task->ctx;
+    const colibri_hparams *hp = &ctx->model->hp;
+    int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    int64_t Q = (int64_t)hp->n_head * hd;
+    float *scores = ctx->s.scores + (int64_t)ti * ctx->n_ctx;   /* scores: [n_ctx] this thread's */
+    int64_t lo, hi;
+    colibri_range_split((int64_t)task->batch->n_tokens * hp->n_head, ti, nt, &lo, &hi);
+    for (int64_t item = lo; item < hi; item++) {
+        int32_t t = (int32_t)(item / hp->n_head), head = (int32_t)(item % hp->n_head);
+        int32_t pos = task->batch->pos[t], seq = task->batch->seq[t];
+        int32_t kv_head = head / group;
+        int32_t first = hp->sliding_window > 0 && pos - hp->sliding_window + 1 > 0
+                            ? pos - hp->sliding_window + 1 : 0;
+        const float *q = ctx->s.q + t * Q + (int64_t)head * hd;     /* q: [hd] */
+        float *out = ctx->s.attn + t * Q + (int64_t)head * hd;      /* out: [hd] */
+        const float *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, 0) + (int64_t)kv_head * hd;
+        const float *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, 0) + (int64_t)kv_head * hd;
+        int64_t K = (int64_t)hp->n_head_kv * hd;                    /* cache row stride */
+        int32_t n = pos - first + 1;
+        for (int32_t j = 0; j < n; j++) {
+            scores[j] = colibri_dot_f32(q, k0 + (int64_t)(first + j) * K, hd) * task->scale;
+        }
+        colibri_softmax_apply(scores, n);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int32_t j = 0; j < n; j++) {
+            const float *v = v0 + (int64_t)(first + j) * K;         /* v: [hd] */
+            float p = scores[j];
+            for (int32_t d = 0; d < hd; d++) out[d] += p * v[d];
+        }
+    }
+}
+
+/* ---- the block ------------------------------------------------------------- */
+
+void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch) {
+    const colibri_model *m = ctx->model;
+    const colibri_hparams *hp = &m->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t T = batch->n_tokens, hd = hp->head_dim;
+    int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;
+    const colibri_layer *L = &m->layers[layer];
+
+    colibri_matmul_job qkv[3] = {
+        {&L->t[COLIBRI_T_WQ], s->h, D, s->q, Q, T},   /* q: [T, Q] */
+        {&L->t[COLIBRI_T_WK], s->h, D, s->k, K, T},   /* k: [T, K] */
+        {&L->t[COLIBRI_T_WV], s->h, D, s->v, K, T},   /* v: [T, K] */
+    };
+    colibri_matmul_run(ctx, qkv, 3);
+    if (hp->attn_bias) {
+        colibri_bias_add(ctx, &L->t[COLIBRI_T_BQ], s->q, T);
+        colibri_bias_add(ctx, &L->t[COLIBRI_T_BK], s->k, T);
+        colibri_bias_add(ctx, &L->t[COLIBRI_T_BV], s->v, T);
+    }
+    if (hp->qk_norm != COLIBRI_QK_NORM_NONE) {
+        colibri_qk_norm_apply(ctx, &L->t[COLIBRI_T_Q_NORM], s->q, T, hp->n_head);
+        colibri_qk_norm_apply(ctx, &L->t[COLIBRI_T_K_NORM], s->k, T, hp->n_head_kv);
+    }
+    /* clip after the q/k norm, as HF OLMoE does (the only model with both) */
+    if (hp->qkv_clip > 0.0f) {
+        colibri_clip_apply(s->q, T * Q, hp->qkv_clip);
+        colibri_clip_apply(s->k, T * K, hp->qkv_clip);
+        colibri_clip_apply(s->v, T * K, hp->qkv_clip);
+    }
+    for (int32_t t = 0; t < T; t++) {
+        const float *cs = s->rope_cs + (int64_t)t * hd;   /* cs: [hd] */
+        for (int32_t h = 0; h < hp->n_head; h++) colibri_rope_apply(s->q + t * Q + (int64_t)h * hd, cs, hd);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) colibri_rope_apply(s->k + t * K + (int64_t)h * hd, cs, hd);
+        /* every token's K/V is cached before any attention runs (prefill) */
+        memcpy(colibri_kv_row(ctx, ctx->k_cache, batch->seq[t], layer, batch->pos[t]), s->k + t * K,
+               (size_t)K * sizeof(float));
+        memcpy(colibri_kv_row(ctx, ctx->v_cache, batch->seq[t], layer, batch->pos[t]), s->v + t * K,
+               (size_t)K * sizeof(float));
+    }
+
+    colibri_attention_task task = {ctx, batch, layer,
+                                   hp->attn_scale > 0.0f ? hp->attn_scale
+                                                          : (float)(1.0 / sqrt((double)hd))};
+    colibri_threadpool_run(ctx->pool, colibri_attention_task_run, &task);
+
+    colibri_matmul_job wo = {&L->t[COLIBRI_T_WO], s->attn, Q, s->o, D, T};   /* o: [T, D] */
+    colibri_matmul_run(ctx, &wo, 1);
+    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
+}

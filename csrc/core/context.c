@@ -1,0 +1,183 @@
+/*
+ * context.c — colibri_context: ONE arena allocation holding the KV cache of
+ * every sequence and all the scratch a step needs, sized from n_ctx, n_seq,
+ * n_batch and the hyperparameters; the thread pool; per-sequence lengths.
+ */
+#define _DEFAULT_SOURCE 1   /* sysconf(_SC_NPROCESSORS_ONLN) */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define COLIBRI_ALIGN 64
+#define COLIBRI_MAX_THREADS 512
+
+/* A bump layout over the arena. With base == NULL it only measures. */
+typedef struct colibri_arena_plan {
+    char *base;
+    size_t used;
+    int overflow;
+} colibri_arena_plan;
+
+/* Reserves elem*a*b*c*d bytes at the next 64-byte boundary (overflow-checked). */
+static void *colibri_arena_take(colibri_arena_plan *p, size_t elem, size_t a, size_t b, size_t c,
+                                size_t d) {
+    size_t factors[4] = {a, b, c, d};
+    size_t bytes = elem;
+    for (int i = 0; i < 4; i++) {
+        if (factors[i] != 0 && bytes > SIZE_MAX / factors[i]) p->overflow = 1;
+        bytes *= factors[i];
+    }
+    size_t start = (p->used + (COLIBRI_ALIGN - 1)) & ~(size_t)(COLIBRI_ALIGN - 1);
+    if (start < p->used || start + bytes < start) p->overflow = 1;
+    if (p->overflow) return NULL;
+    p->used = start + bytes;
+    return p->base ? p->base + start : NULL;
+}
+
+static size_t colibri_max3(size_t a, size_t b, size_t c) {
+    size_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* Lays out (or, with p->base NULL, measures) every buffer of ctx. */
+static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    size_t T = (size_t)ctx->n_batch, D = (size_t)hp->n_embd;
+    size_t Q = (size_t)hp->n_head * (size_t)hp->head_dim;
+    size_t K = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    size_t E = (size_t)hp->n_expert, k = (size_t)hp->n_expert_used, Fe = (size_t)hp->n_ff_expert;
+    size_t F = colibri_max3((size_t)hp->n_ff, (size_t)hp->n_ff_shared, 0);
+    size_t f = sizeof(float), i32 = sizeof(int32_t);
+    size_t S = (size_t)ctx->n_seq, L = (size_t)hp->n_layer, C = (size_t)ctx->n_ctx;
+    colibri_scratch *s = &ctx->s;
+
+    ctx->seq_len = colibri_arena_take(p, i32, S, 1, 1, 1);
+    ctx->k_cache = colibri_arena_take(p, f, S, L, C, K);
+    ctx->v_cache = colibri_arena_take(p, f, S, L, C, K);
+    s->x = colibri_arena_take(p, f, T, D, 1, 1);
+    s->h = colibri_arena_take(p, f, T, D, 1, 1);
+    s->q = colibri_arena_take(p, f, T, Q, 1, 1);
+    s->k = colibri_arena_take(p, f, T, K, 1, 1);
+    s->v = colibri_arena_take(p, f, T, K, 1, 1);
+    s->attn = colibri_arena_take(p, f, T, Q, 1, 1);
+    s->o = colibri_arena_take(p, f, T, D, 1, 1);
+    s->wvec = colibri_arena_take(p, f, colibri_max3(D, Q, K), 1, 1, 1);
+    s->rope_cs = colibri_arena_take(p, f, T, (size_t)hp->head_dim, 1, 1);
+    s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, C, 1, 1);
+    s->ff_gate = colibri_arena_take(p, f, T, F, 1, 1);
+    s->ff_up = colibri_arena_take(p, f, T, F, 1, 1);
+    s->router_logits = colibri_arena_take(p, f, T, E, 1, 1);
+    s->router_probs = colibri_arena_take(p, f, E, 1, 1, 1);
+    s->shared_logit = colibri_arena_take(p, f, T, 1, 1, 1);
+    s->sel_expert = colibri_arena_take(p, i32, T, k, 1, 1);
+    s->sel_gate = colibri_arena_take(p, f, T, k, 1, 1);
+    s->expert_count = colibri_arena_take(p, i32, E, 1, 1, 1);
+    s->expert_start = colibri_arena_take(p, i32, E + 1, 1, 1, 1);
+    s->sorted_pair = colibri_arena_take(p, i32, T, k, 1, 1);
+    s->pair_row = colibri_arena_take(p, i32, T, k, 1, 1);
+    s->xg = colibri_arena_take(p, f, T, k, D, 1);
+    s->eg = colibri_arena_take(p, f, T, k, Fe, 1);
+    s->eu = colibri_arena_take(p, f, T, k, Fe, 1);
+    s->yg = colibri_arena_take(p, f, T, k, D, 1);
+    s->mlps = colibri_arena_take(p, sizeof(colibri_mlp), E + 1, 1, 1, 1);
+    s->jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), 2 * (E + 1), 1, 1, 1);
+    s->wanted = colibri_arena_take(p, i32, T, 1, 1, 1);
+    s->seq_len_next = colibri_arena_take(p, i32, S, 1, 1, 1);
+    s->seq_last_pos = colibri_arena_take(p, i32, S, 1, 1, 1);
+}
+
+COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
+                                                    int32_t n_seq, int32_t n_batch,
+                                                    int32_t n_threads) {
+    if (!m) {
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: model is NULL");
+        return NULL;
+    }
+    if (!m->finalized) {
+        colibri_error_set(COLIBRI_ERR_STATE, "context_create: model is not finalized");
+        return NULL;
+    }
+    if (n_ctx <= 0 || n_seq <= 0 || n_batch <= 0) {
+        colibri_error_set(COLIBRI_ERR_INVALID,
+                          "context_create: n_ctx, n_seq and n_batch must be > 0, got %d, %d, %d",
+                          n_ctx, n_seq, n_batch);
+        return NULL;
+    }
+    if (n_threads <= 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = online > 0 ? (int32_t)(online < COLIBRI_MAX_THREADS ? online : COLIBRI_MAX_THREADS) : 1;
+    }
+    if (n_threads > COLIBRI_MAX_THREADS) {
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: n_threads must be <= %d, got %d",
+                          COLIBRI_MAX_THREADS, n_threads);
+        return NULL;
+    }
+    colibri_context *ctx = (colibri_context *)calloc(1, sizeof *ctx);
+    if (!ctx) {
+        colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating a context");
+        return NULL;
+    }
+    ctx->model = m;
+    ctx->n_ctx = n_ctx;
+    ctx->n_seq = n_seq;
+    ctx->n_batch = n_batch;
+    ctx->n_threads = n_threads;
+
+    colibri_arena_plan plan = {NULL, 0, 0};
+    colibri_context_layout(ctx, &plan);
+    if (plan.overflow) {
+        free(ctx);
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: n_ctx=%d, n_seq=%d, n_batch=%d "
+                          "need more memory than size_t can count", n_ctx, n_seq, n_batch);
+        return NULL;
+    }
+    size_t total = (plan.used + (COLIBRI_ALIGN - 1)) & ~(size_t)(COLIBRI_ALIGN - 1);
+    if (posix_memalign(&ctx->arena, COLIBRI_ALIGN, total) != 0) {
+        free(ctx);
+        colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory: context arena of %zu bytes "
+                          "(n_ctx=%d, n_seq=%d, n_batch=%d)", total, n_ctx, n_seq, n_batch);
+        return NULL;
+    }
+    plan = (colibri_arena_plan){(char *)ctx->arena, 0, 0};
+    colibri_context_layout(ctx, &plan);
+    /* The rest of the arena is written before it is read; leaving it untouched
+     * lets the OS map the KV cache lazily. */
+    memset(ctx->seq_len, 0, (size_t)n_seq * sizeof(int32_t));
+
+    ctx->pool = colibri_threadpool_create(n_threads);
+    if (!ctx->pool) {
+        free(ctx->arena);
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+COLIBRI_API void colibri_context_free(colibri_context *ctx) {
+    if (!ctx) return;
+    colibri_threadpool_free(ctx->pool);
+    free(ctx->arena);
+    free(ctx);
+}
+
+COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx) {
+    return ctx ? ctx->n_threads : -1;
+}
+
+COLIBRI_API int32_t colibri_seq_len(const colibri_context *ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->n_seq) return -1;
+    return ctx->seq_len[seq];
+}
+
+COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq) {
+    if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "seq_clear: context is NULL");
+    if (seq < 0 || seq >= ctx->n_seq) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "seq_clear: sequence %d out of range [0, %d)",
+                                 seq, ctx->n_seq);
+    }
+    ctx->seq_len[seq] = 0;
+    return COLIBRI_OK;
+}

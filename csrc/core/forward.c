@@ -1,0 +1,129 @@
+/*
+ * forward.c — one forward step over a batch: validate the whole batch, embed,
+ * run every layer (attention block, then dense MLP or MoE block), final norm,
+ * lm_head for the wanted tokens only. Allocates nothing.
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "../kernels/kernels.h"
+
+/* Checks every token of the batch before anything is touched; fills
+ * s.seq_len_next with each sequence's length after this step. Within one
+ * batch a sequence's positions must also strictly increase, since all K/V of
+ * the batch are written before attention reads them. */
+static int colibri_batch_check(colibri_context *ctx, const colibri_batch *batch) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    colibri_scratch *s = &ctx->s;
+    if (!batch) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: batch is NULL");
+    if (batch->n_tokens < 1 || batch->n_tokens > ctx->n_batch) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "batch: n_tokens must be in [1, n_batch=%d], got %d",
+                                 ctx->n_batch, batch->n_tokens);
+    }
+    if (!batch->token || !batch->pos || !batch->seq) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "batch: token, pos and seq must not be NULL");
+    }
+    memcpy(s->seq_len_next, ctx->seq_len, (size_t)ctx->n_seq * sizeof(int32_t));
+    for (int32_t i = 0; i < ctx->n_seq; i++) s->seq_last_pos[i] = -1;
+    for (int32_t i = 0; i < batch->n_tokens; i++) {
+        int32_t token = batch->token[i], pos = batch->pos[i], seq = batch->seq[i];
+        if (token < 0 || token >= hp->n_vocab) {
+            return colibri_error_set(COLIBRI_ERR_INVALID, "batch token %d: token id %d out of range [0, %d)",
+                                     i, token, hp->n_vocab);
+        }
+        if (seq < 0 || seq >= ctx->n_seq) {
+            return colibri_error_set(COLIBRI_ERR_INVALID, "batch token %d: sequence %d out of range [0, %d)",
+                                     i, seq, ctx->n_seq);
+        }
+        if (pos < 0 || pos >= ctx->n_ctx) {
+            return colibri_error_set(COLIBRI_ERR_INVALID, "batch token %d: position %d out of range [0, n_ctx=%d)",
+                                     i, pos, ctx->n_ctx);
+        }
+        if (pos > s->seq_len_next[seq]) {
+            return colibri_error_set(COLIBRI_ERR_INVALID,
+                                     "batch token %d: position %d skips ahead of sequence %d's cached length %d",
+                                     i, pos, seq, s->seq_len_next[seq]);
+        }
+        if (pos <= s->seq_last_pos[seq]) {
+            return colibri_error_set(COLIBRI_ERR_INVALID,
+                                     "batch token %d: position %d of sequence %d does not follow its position %d "
+                                     "earlier in this batch", i, pos, seq, s->seq_last_pos[seq]);
+        }
+        s->seq_last_pos[seq] = pos;
+        s->seq_len_next[seq] = pos + 1;   /* a position below the cached length rewinds */
+    }
+    return COLIBRI_OK;
+}
+
+/* h: [T, D] = rmsnorm(x) * norm, for every token. */
+static void colibri_norm_rows(colibri_context *ctx, const colibri_tensor *norm, const float *x,
+                              float *h, int32_t T) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    const float *w = colibri_vec_load(ctx, norm);   /* w: [D] */
+    for (int32_t t = 0; t < T; t++) {
+        colibri_rmsnorm_apply(x + (int64_t)t * hp->n_embd, w, hp->n_embd, hp->norm_eps,
+                              h + (int64_t)t * hp->n_embd);
+    }
+}
+
+/* Dense SwiGLU MLP of layer `layer`: x += down(silu(gate h) * up h). */
+static void colibri_dense_block(colibri_context *ctx, int32_t layer, int32_t T) {
+    const colibri_layer *L = &ctx->model->layers[layer];
+    colibri_scratch *s = &ctx->s;
+    int64_t D = ctx->model->hp.n_embd;
+    colibri_mlp mlp = {&L->t[COLIBRI_T_FFN_GATE], &L->t[COLIBRI_T_FFN_UP], &L->t[COLIBRI_T_FFN_DOWN],
+                       s->h, s->ff_gate, s->ff_up, s->o, T};
+    colibri_mlp_run(ctx, &mlp, 1);
+    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
+}
+
+/* Final norm of the wanted tokens, then logits = W_out . h into out->logits. */
+static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, const colibri_outputs *out) {
+    const colibri_model *m = ctx->model;
+    const colibri_hparams *hp = &m->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t T = batch->n_tokens, n_wanted = 0;
+    int64_t D = hp->n_embd;
+    for (int32_t t = 0; t < T; t++) {
+        int want = batch->want_logits ? batch->want_logits[t] != 0 : t == T - 1;
+        if (want) s->wanted[n_wanted++] = t;
+    }
+    if (!out || !out->logits || n_wanted == 0) return;
+    for (int32_t i = 0; i < n_wanted; i++) {   /* h: [n_wanted, D] wanted rows of x */
+        memcpy(s->h + i * D, s->x + (int64_t)s->wanted[i] * D, (size_t)D * sizeof(float));
+    }
+    colibri_norm_rows(ctx, &m->global[COLIBRI_T_OUTPUT_NORM], s->h, s->h, n_wanted);
+    const colibri_tensor *w_out = hp->tied_embeddings ? &m->global[COLIBRI_T_TOKEN_EMBD]
+                                                      : &m->global[COLIBRI_T_OUTPUT];
+    colibri_matmul_job head = {w_out, s->h, D, out->logits, hp->n_vocab, n_wanted};   /* [n_wanted, V] */
+    colibri_matmul_run(ctx, &head, 1);
+}
+
+COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
+                                const colibri_outputs *out) {
+    if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: context is NULL");
+    int rc = colibri_batch_check(ctx, batch);
+    if (rc != COLIBRI_OK) return rc;
+    const colibri_model *m = ctx->model;
+    const colibri_hparams *hp = &m->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t T = batch->n_tokens;
+    int64_t D = hp->n_embd;
+    memcpy(ctx->seq_len, s->seq_len_next, (size_t)ctx->n_seq * sizeof(int32_t));
+
+    const colibri_tensor *embd = &m->global[COLIBRI_T_TOKEN_EMBD];
+    for (int32_t t = 0; t < T; t++) {   /* x: [T, D] */
+        colibri_row_to_f32(embd->data, embd->dtype, (int64_t)batch->token[t] * D, D, s->x + t * D);
+        colibri_rope_table(m->rope_inv_freq, hp->head_dim, batch->pos[t], hp->rope_attn_factor,
+                           s->rope_cs + (int64_t)t * hp->head_dim);
+    }
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_ATTN_NORM], s->x, s->h, T);
+        colibri_attention_block(ctx, l, batch);
+        colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_FFN_NORM], s->x, s->h, T);
+        if (m->layer_is_moe[l]) colibri_moe_block(ctx, l, T, out);
+        else colibri_dense_block(ctx, l, T);
+    }
+    colibri_lm_head(ctx, batch, out);
+    return COLIBRI_OK;
+}

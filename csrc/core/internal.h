@@ -1,0 +1,153 @@
+/*
+ * internal.h — structures and functions shared by the files of csrc/core/
+ * (never installed). State is split three ways, as in llama2.c:
+ * immutable hyperparameters + read-only weight views (colibri_model),
+ * KV cache + scratch allocated once (colibri_context).
+ */
+#ifndef COLIBRI_INTERNAL_H
+#define COLIBRI_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "colibri.h"
+#include "threadpool.h"
+
+/* ---- errors (error.c) ------------------------------------------------------ */
+/* Sets this thread's last error (printf-style, one line) and returns status. */
+int colibri_error_set(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- model (model.c) ------------------------------------------------------- */
+/* A view of one weight the caller keeps alive: row-major [rows, cols]. */
+typedef struct colibri_tensor {
+    const void *data;   /* NULL until set */
+    int32_t dtype;      /* colibri_dtype */
+    int64_t rows, cols;
+} colibri_tensor;
+
+#define COLIBRI_EXPERT_KINDS 3   /* EXPERT_GATE, EXPERT_UP, EXPERT_DOWN */
+
+typedef struct colibri_layer {
+    colibri_tensor t[COLIBRI_T_COUNT];  /* per-layer tensors by kind (expert kinds unused) */
+    colibri_tensor *experts;            /* experts: [n_expert, 3] gate, up, down */
+} colibri_layer;
+
+struct colibri_model {
+    colibri_hparams hp;          /* the two arrays point at the copies below */
+    float *rope_inv_freq;        /* rope_inv_freq: [head_dim/2] */
+    uint8_t *layer_is_moe;       /* layer_is_moe: [n_layer] */
+    colibri_tensor global[3];    /* TOKEN_EMBD, OUTPUT_NORM, OUTPUT */
+    colibri_layer *layers;       /* layers: [n_layer] */
+    int finalized;
+};
+
+/* The weight of (kind, layer, expert); no range checks (callers validated). */
+const colibri_tensor *colibri_model_tensor(const colibri_model *m, int32_t kind, int32_t layer,
+                                           int32_t expert);
+
+/* ---- context (context.c) ---------------------------------------------------- */
+/* One matrix product of a batched matmul: y[t, r] = W[r, :] . x[t, :]
+ * for t in [0, n), r in [0, w->rows). */
+typedef struct colibri_matmul_job {
+    const colibri_tensor *w;
+    const float *x;      /* x: [n, w->cols], row stride x_stride */
+    int64_t x_stride;
+    float *y;            /* y: [n, w->rows], row stride y_stride */
+    int64_t y_stride;
+    int32_t n;
+} colibri_matmul_job;
+
+/* One SwiGLU MLP over n rows: y = down(silu(gate x) * (up x)). */
+typedef struct colibri_mlp {
+    const colibri_tensor *gate, *up, *down;
+    const float *x;      /* x: [n, D] contiguous */
+    float *act_gate;     /* act_gate: [n, F] scratch (holds the activation after) */
+    float *act_up;       /* act_up: [n, F] scratch */
+    float *y;            /* y: [n, D] contiguous */
+    int32_t n;
+} colibri_mlp;
+
+/* Scratch for one step of up to T = n_batch tokens (D = n_embd, Q, K as in
+ * colibri.h, E = n_expert, k = n_expert_used, Fe = n_ff_expert,
+ * F = max(n_ff, n_ff_shared)). All inside the context's one arena. */
+typedef struct colibri_scratch {
+    float *x;              /* x: [T, D] residual stream */
+    float *h;              /* h: [T, D] normed input of a block */
+    float *q;              /* q: [T, Q] */
+    float *k;              /* k: [T, K] */
+    float *v;              /* v: [T, K] */
+    float *attn;           /* attn: [T, Q] attention output before Wo */
+    float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
+    float *wvec;           /* wvec: [max(D, Q, K)] a 1-D weight converted to f32 */
+    float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
+    float *scores;         /* scores: [n_threads, n_ctx] attention probabilities */
+    float *ff_gate;        /* ff_gate: [T, F] dense / shared MLP gate activations */
+    float *ff_up;          /* ff_up: [T, F] */
+    float *router_logits;  /* router_logits: [T, E] */
+    float *router_probs;   /* router_probs: [E] one token's softmax */
+    float *shared_logit;   /* shared_logit: [T] shared-expert router logit */
+    int32_t *sel_expert;   /* sel_expert: [T, k] top-k experts */
+    float *sel_gate;       /* sel_gate: [T, k] their gates */
+    int32_t *expert_count; /* expert_count: [E] pairs per expert */
+    int32_t *expert_start; /* expert_start: [E + 1] first sorted slot of each expert */
+    int32_t *sorted_pair;  /* sorted_pair: [T*k] pair id t*k+slot, grouped by expert */
+    int32_t *pair_row;     /* pair_row: [T*k] inverse: pair id → row in xg / yg */
+    float *xg;             /* xg: [T*k, D] h rows gathered in expert order */
+    float *eg;             /* eg: [T*k, Fe] routed expert gate activations */
+    float *eu;             /* eu: [T*k, Fe] routed expert up activations */
+    float *yg;             /* yg: [T*k, D] routed expert outputs, expert order */
+    colibri_mlp *mlps;     /* mlps: [E + 1] one step's MLPs (experts + shared) */
+    colibri_matmul_job *jobs;  /* jobs: [2*(E + 1)] one pool run's matmuls */
+    int32_t *wanted;       /* wanted: [T] token indices whose logits are wanted */
+    int32_t *seq_len_next; /* seq_len_next: [n_seq] lengths while validating a batch */
+    int32_t *seq_last_pos; /* seq_last_pos: [n_seq] last position seen in this batch */
+} colibri_scratch;
+
+struct colibri_context {
+    const colibri_model *model;
+    int32_t n_ctx, n_seq, n_batch, n_threads;
+    colibri_threadpool *pool;
+    void *arena;            /* the one allocation holding everything below */
+    int32_t *seq_len;       /* seq_len: [n_seq] cached positions per sequence */
+    float *k_cache;         /* k_cache: [n_seq, n_layer, n_ctx, K] post-RoPE keys */
+    float *v_cache;         /* v_cache: [n_seq, n_layer, n_ctx, K] values */
+    colibri_scratch s;
+};
+
+/* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */
+/* Runs every job in one pool run; output rows are split over threads by
+ * (job, row), so each y element is computed by one thread, one dot call. */
+void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs);
+/* Runs a set of SwiGLU MLPs with two pool runs (gate+up, then down). */
+void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps);
+/* w (any dtype, [1, n]) → ctx->s.wvec as f32; returns ctx->s.wvec. */
+float *colibri_vec_load(colibri_context *ctx, const colibri_tensor *w);
+
+/* Attention block of layer `layer` over the batch: reads s.h, adds the
+ * projected attention output into s.x, writes this batch's K/V into the cache. */
+void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch);
+/* MoE block of layer `layer`: reads s.h [T, D], adds the MoE output into s.x,
+ * writes route outputs for this layer when asked. */
+void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t n_tokens,
+                       const colibri_outputs *out);
+
+/* MoE stages, exposed for tests of the C core. */
+/* ROUTER: logits [E] → top-k experts [k] (descending prob, ties to the lower
+ * index) and gates [k] (renormalised to sum 1 when renorm). probs: [E] scratch. */
+void colibri_router_select(const float *logits, int32_t n_expert, int32_t k, int32_t renorm,
+                           float *probs, int32_t *experts, float *gates);
+/* DISPATCHER: counting sort of the n_tokens*k (token, slot) pairs by expert.
+ * count: [E], start: [E+1], sorted_pair: [T*k], pair_row: [T*k]. */
+void colibri_dispatch_build(const int32_t *experts, int32_t n_tokens, int32_t k, int32_t n_expert,
+                            int32_t *count, int32_t *start, int32_t *sorted_pair,
+                            int32_t *pair_row);
+/* AGGREGATOR: out[t] = sum over slots in order of gate[t,slot] * y[pair_row[t*k+slot]];
+ * y: [T*k, D], out: [T, D] (overwritten). */
+void colibri_aggregate_slots(const float *y, const int32_t *pair_row, const float *gates,
+                             int32_t n_tokens, int32_t k, int32_t n_embd, float *out);
+
+#endif /* COLIBRI_INTERNAL_H */

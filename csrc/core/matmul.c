@@ -1,0 +1,81 @@
+/*
+ * matmul.c — threaded matrix products and SwiGLU MLPs over the pool.
+ *
+ * Determinism rule: every output element y[t, r] is ONE call of the dot
+ * kernel for W's dtype over the full row, computed by exactly one thread.
+ * Threads split the output rows (never the reduction axis), so neither the
+ * thread count nor the number of tokens changes any element's value.
+ */
+#include "internal.h"
+#include "../kernels/kernels.h"
+
+typedef struct colibri_matmul_task {
+    const colibri_matmul_job *jobs;
+    int32_t n_jobs;
+    int64_t total_work;   /* sum over jobs of rows * max(n, 1) */
+} colibri_matmul_task;
+
+static int64_t colibri_job_row_cost(const colibri_matmul_job *job) {
+    return job->n > 0 ? job->n : 1;
+}
+
+/* Rows are split by work (rows x tokens) so experts with many tokens spread
+ * over more threads: thread i owns the rows whose work offset falls in its
+ * share [lo, hi). A row's owner depends on the batch, its value never does. */
+static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
+    const colibri_matmul_task *task = (const colibri_matmul_task *)arg;
+    int64_t lo, hi;
+    colibri_range_split(task->total_work, ti, nt, &lo, &hi);
+    int64_t offset = 0;   /* work before job j */
+    for (int32_t j = 0; j < task->n_jobs && offset < hi; j++) {
+        const colibri_matmul_job *job = &task->jobs[j];
+        int64_t cost = colibri_job_row_cost(job);
+        int64_t rows = job->w->rows;
+        int64_t job_end = offset + rows * cost;
+        if (job_end > lo && job->n > 0) {
+            /* first row r with offset + r*cost >= lo, first row at or past hi */
+            int64_t r0 = lo > offset ? (lo - offset + cost - 1) / cost : 0;
+            int64_t r1 = hi < job_end ? (hi - offset + cost - 1) / cost : rows;
+            colibri_dot_fn dot = colibri_dot_for(job->w->dtype);
+            int64_t cols = job->w->cols;
+            int64_t row_bytes = cols * colibri_dtype_size(job->w->dtype);
+            for (int64_t r = r0; r < r1; r++) {
+                const void *w_row = (const char *)job->w->data + r * row_bytes;  /* w_row: [cols] */
+                for (int32_t t = 0; t < job->n; t++) {
+                    job->y[t * job->y_stride + r] = dot(w_row, job->x + t * job->x_stride, cols);
+                }
+            }
+        }
+        offset = job_end;
+    }
+}
+
+void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs) {
+    colibri_matmul_task task = {jobs, n_jobs, 0};
+    for (int32_t j = 0; j < n_jobs; j++) task.total_work += jobs[j].w->rows * colibri_job_row_cost(&jobs[j]);
+    colibri_threadpool_run(ctx->pool, colibri_matmul_task_run, &task);
+}
+
+void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps) {
+    colibri_matmul_job *jobs = ctx->s.jobs;   /* jobs: [2 * n_mlps] */
+    int64_t D = ctx->model->hp.n_embd;
+    for (int32_t i = 0; i < n_mlps; i++) {
+        const colibri_mlp *mlp = &mlps[i];
+        int64_t F = mlp->gate->rows;
+        jobs[2 * i] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n};
+        jobs[2 * i + 1] = (colibri_matmul_job){mlp->up, mlp->x, D, mlp->act_up, F, mlp->n};
+    }
+    colibri_matmul_run(ctx, jobs, 2 * n_mlps);
+    for (int32_t i = 0; i < n_mlps; i++) {
+        const colibri_mlp *mlp = &mlps[i];
+        int64_t F = mlp->gate->rows;
+        colibri_silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
+        jobs[i] = (colibri_matmul_job){mlp->down, mlp->act_gate, F, mlp->y, D, mlp->n};
+    }
+    colibri_matmul_run(ctx, jobs, n_mlps);
+}
+
+float *colibri_vec_load(colibri_context *ctx, const colibri_tensor *w) {
+    colibri_row_to_f32(w->data, w->dtype, 0, w->cols, ctx->s.wvec);
+    return ctx->s.wvec;
+}

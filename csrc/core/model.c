@@ -1,0 +1,301 @@
+/*
+ * model.c — colibri_model: hyperparameter validation, tensor registration
+ * (kind / layer / expert range, dtype and shape checks) and the finalize
+ * check that every tensor the hyperparameters call for was set.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../kernels/kernels.h"
+
+static const char *const colibri_kind_names[COLIBRI_T_COUNT] = {
+    "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
+    "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
+    "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
+};
+
+static int colibri_kind_is_global(int32_t kind) {
+    return kind <= COLIBRI_T_OUTPUT;
+}
+
+static int colibri_kind_is_expert(int32_t kind) {
+    return kind >= COLIBRI_T_EXPERT_GATE && kind <= COLIBRI_T_EXPERT_DOWN;
+}
+
+/* ---- hyperparameters ---------------------------------------------------- */
+
+static int colibri_flag_ok(int32_t v) {
+    return v == 0 || v == 1;
+}
+
+/* Returns 0 or COLIBRI_ERR_INVALID with the first problem found. */
+static int colibri_hparams_check(const colibri_hparams *hp) {
+    if (!hp) return colibri_error_set(COLIBRI_ERR_INVALID, "hparams is NULL");
+#define COLIBRI_REQUIRE(cond, ...) \
+    if (!(cond)) return colibri_error_set(COLIBRI_ERR_INVALID, __VA_ARGS__)
+    COLIBRI_REQUIRE(hp->n_vocab > 0, "hparams: n_vocab must be > 0, got %d", hp->n_vocab);
+    COLIBRI_REQUIRE(hp->n_embd > 0, "hparams: n_embd must be > 0, got %d", hp->n_embd);
+    COLIBRI_REQUIRE(hp->n_layer > 0, "hparams: n_layer must be > 0, got %d", hp->n_layer);
+    COLIBRI_REQUIRE(hp->n_head > 0, "hparams: n_head must be > 0, got %d", hp->n_head);
+    COLIBRI_REQUIRE(hp->n_head_kv > 0 && hp->n_head % hp->n_head_kv == 0,
+                    "hparams: n_head_kv must be > 0 and divide n_head=%d, got %d", hp->n_head,
+                    hp->n_head_kv);
+    COLIBRI_REQUIRE(hp->head_dim > 0 && hp->head_dim % 2 == 0,
+                    "hparams: head_dim must be even and > 0, got %d", hp->head_dim);
+    COLIBRI_REQUIRE(hp->n_ff >= 0, "hparams: n_ff must be >= 0, got %d", hp->n_ff);
+    COLIBRI_REQUIRE(hp->n_ff_shared >= 0, "hparams: n_ff_shared must be >= 0, got %d",
+                    hp->n_ff_shared);
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->shared_gated), "hparams: shared_gated must be 0 or 1");
+    COLIBRI_REQUIRE(!hp->shared_gated || hp->n_ff_shared > 0,
+                    "hparams: shared_gated=1 needs a shared expert (n_ff_shared > 0)");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->router_renorm), "hparams: router_renorm must be 0 or 1");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->attn_bias), "hparams: attn_bias must be 0 or 1");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->tied_embeddings), "hparams: tied_embeddings must be 0 or 1");
+    COLIBRI_REQUIRE(hp->qk_norm >= COLIBRI_QK_NORM_NONE && hp->qk_norm <= COLIBRI_QK_NORM_WHOLE,
+                    "hparams: qk_norm must be 0, 1 or 2, got %d", hp->qk_norm);
+    COLIBRI_REQUIRE(hp->sliding_window >= 0, "hparams: sliding_window must be >= 0, got %d",
+                    hp->sliding_window);
+    COLIBRI_REQUIRE(isfinite(hp->norm_eps) && hp->norm_eps >= 0.0f,
+                    "hparams: norm_eps must be finite and >= 0");
+    COLIBRI_REQUIRE(isfinite(hp->attn_scale) && hp->attn_scale >= 0.0f,
+                    "hparams: attn_scale must be finite and >= 0 (0 = 1/sqrt(head_dim))");
+    COLIBRI_REQUIRE(isfinite(hp->rope_attn_factor), "hparams: rope_attn_factor must be finite");
+    COLIBRI_REQUIRE(isfinite(hp->qkv_clip) && hp->qkv_clip >= 0.0f,
+                    "hparams: qkv_clip must be finite and >= 0 (0 = off)");
+    COLIBRI_REQUIRE(hp->rope_inv_freq != NULL, "hparams: rope_inv_freq is NULL");
+    COLIBRI_REQUIRE(hp->layer_is_moe != NULL, "hparams: layer_is_moe is NULL");
+    for (int32_t i = 0; i < hp->head_dim / 2; i++) {
+        COLIBRI_REQUIRE(isfinite(hp->rope_inv_freq[i]), "hparams: rope_inv_freq[%d] is not finite", i);
+    }
+    int any_moe = 0, any_dense = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        COLIBRI_REQUIRE(hp->layer_is_moe[l] <= 1, "hparams: layer_is_moe[%d] must be 0 or 1, got %d",
+                        l, hp->layer_is_moe[l]);
+        if (hp->layer_is_moe[l]) any_moe = 1;
+        else any_dense = 1;
+    }
+    COLIBRI_REQUIRE(!any_dense || hp->n_ff > 0, "hparams: dense layers need n_ff > 0");
+    if (any_moe) {
+        COLIBRI_REQUIRE(hp->n_expert > 0, "hparams: MoE layers need n_expert > 0");
+        COLIBRI_REQUIRE(hp->n_expert_used >= 1 && hp->n_expert_used <= hp->n_expert,
+                        "hparams: n_expert_used must be in [1, n_expert=%d], got %d", hp->n_expert,
+                        hp->n_expert_used);
+        COLIBRI_REQUIRE(hp->n_ff_expert > 0, "hparams: MoE layers need n_ff_expert > 0");
+    } else {
+        COLIBRI_REQUIRE(hp->n_ff_shared == 0, "hparams: a shared expert needs MoE layers");
+    }
+    COLIBRI_REQUIRE(hp->n_expert >= 0 && hp->n_expert_used >= 0 && hp->n_ff_expert >= 0,
+                    "hparams: n_expert, n_expert_used and n_ff_expert must be >= 0");
+#undef COLIBRI_REQUIRE
+    return COLIBRI_OK;
+}
+
+/* ---- create / free ------------------------------------------------------- */
+
+COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
+    if (colibri_hparams_check(hp) != COLIBRI_OK) return NULL;
+    colibri_model *m = (colibri_model *)calloc(1, sizeof *m);
+    if (!m) goto nomem;
+    m->hp = *hp;
+    m->rope_inv_freq = (float *)malloc((size_t)(hp->head_dim / 2) * sizeof(float));
+    m->layer_is_moe = (uint8_t *)malloc((size_t)hp->n_layer);
+    m->layers = (colibri_layer *)calloc((size_t)hp->n_layer, sizeof(colibri_layer));
+    if (!m->rope_inv_freq || !m->layer_is_moe || !m->layers) goto nomem;
+    memcpy(m->rope_inv_freq, hp->rope_inv_freq, (size_t)(hp->head_dim / 2) * sizeof(float));
+    memcpy(m->layer_is_moe, hp->layer_is_moe, (size_t)hp->n_layer);
+    m->hp.rope_inv_freq = m->rope_inv_freq;
+    m->hp.layer_is_moe = m->layer_is_moe;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (!m->layer_is_moe[l]) continue;
+        m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,
+                                                        sizeof(colibri_tensor));
+        if (!m->layers[l].experts) goto nomem;
+    }
+    return m;
+nomem:
+    colibri_model_free(m);
+    colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating the model");
+    return NULL;
+}
+
+COLIBRI_API void colibri_model_free(colibri_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int32_t l = 0; l < m->hp.n_layer; l++) free(m->layers[l].experts);
+    }
+    free(m->layers);
+    free(m->rope_inv_freq);
+    free(m->layer_is_moe);
+    free(m);
+}
+
+/* ---- which tensors, which shapes ------------------------------------------- */
+
+/* Whether (kind, layer) is part of this model, and its expected [rows, cols].
+ * layer is a valid layer index for per-layer kinds (ignored for global ones). */
+static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t layer,
+                                   int64_t *rows, int64_t *cols) {
+    const colibri_hparams *hp = &m->hp;
+    int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim;
+    int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
+    int moe = !colibri_kind_is_global(kind) && m->layer_is_moe[layer];
+    int per_head = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD;
+    int64_t shape[COLIBRI_T_COUNT][2] = {
+        [COLIBRI_T_TOKEN_EMBD] = {hp->n_vocab, D}, [COLIBRI_T_OUTPUT_NORM] = {1, D},
+        [COLIBRI_T_OUTPUT] = {hp->n_vocab, D},     [COLIBRI_T_ATTN_NORM] = {1, D},
+        [COLIBRI_T_WQ] = {Q, D},                    [COLIBRI_T_WK] = {K, D},
+        [COLIBRI_T_WV] = {K, D},                    [COLIBRI_T_WO] = {D, Q},
+        [COLIBRI_T_BQ] = {1, Q},                    [COLIBRI_T_BK] = {1, K},
+        [COLIBRI_T_BV] = {1, K},
+        [COLIBRI_T_Q_NORM] = {1, per_head ? hp->head_dim : Q},
+        [COLIBRI_T_K_NORM] = {1, per_head ? hp->head_dim : K},
+        [COLIBRI_T_FFN_NORM] = {1, D},
+        [COLIBRI_T_FFN_GATE] = {hp->n_ff, D},       [COLIBRI_T_FFN_UP] = {hp->n_ff, D},
+        [COLIBRI_T_FFN_DOWN] = {D, hp->n_ff},       [COLIBRI_T_ROUTER] = {hp->n_expert, D},
+        [COLIBRI_T_EXPERT_GATE] = {hp->n_ff_expert, D}, [COLIBRI_T_EXPERT_UP] = {hp->n_ff_expert, D},
+        [COLIBRI_T_EXPERT_DOWN] = {D, hp->n_ff_expert},
+        [COLIBRI_T_SHARED_GATE] = {hp->n_ff_shared, D}, [COLIBRI_T_SHARED_UP] = {hp->n_ff_shared, D},
+        [COLIBRI_T_SHARED_DOWN] = {D, hp->n_ff_shared}, [COLIBRI_T_SHARED_ROUTER] = {1, D},
+    };
+    *rows = shape[kind][0];
+    *cols = shape[kind][1];
+    switch (kind) {
+    case COLIBRI_T_OUTPUT: return !hp->tied_embeddings;
+    case COLIBRI_T_BQ: case COLIBRI_T_BK: case COLIBRI_T_BV: return hp->attn_bias;
+    case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: return hp->qk_norm != COLIBRI_QK_NORM_NONE;
+    case COLIBRI_T_FFN_GATE: case COLIBRI_T_FFN_UP: case COLIBRI_T_FFN_DOWN: return !moe;
+    case COLIBRI_T_ROUTER: case COLIBRI_T_EXPERT_GATE: case COLIBRI_T_EXPERT_UP:
+    case COLIBRI_T_EXPERT_DOWN: return moe;
+    case COLIBRI_T_SHARED_GATE: case COLIBRI_T_SHARED_UP: case COLIBRI_T_SHARED_DOWN:
+        return moe && hp->n_ff_shared > 0;
+    case COLIBRI_T_SHARED_ROUTER: return moe && hp->shared_gated;
+    default: return 1;
+    }
+}
+
+/* The reason (kind, layer) is not part of this model, for error lines. */
+static const char *colibri_tensor_absence_reason(const colibri_model *m, int32_t kind, int32_t layer) {
+    switch (kind) {
+    case COLIBRI_T_OUTPUT: return "embeddings are tied";
+    case COLIBRI_T_BQ: case COLIBRI_T_BK: case COLIBRI_T_BV: return "attn_bias is 0";
+    case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: return "qk_norm is NONE";
+    case COLIBRI_T_FFN_GATE: case COLIBRI_T_FFN_UP: case COLIBRI_T_FFN_DOWN:
+        return "the layer is MoE";
+    case COLIBRI_T_SHARED_ROUTER:
+        if (m->layer_is_moe[layer] && m->hp.n_ff_shared > 0) return "shared_gated is 0";
+        /* fall through */
+    case COLIBRI_T_SHARED_GATE: case COLIBRI_T_SHARED_UP: case COLIBRI_T_SHARED_DOWN:
+        if (m->layer_is_moe[layer]) return "n_ff_shared is 0";
+        /* fall through */
+    default: return "the layer is dense";
+    }
+}
+
+const colibri_tensor *colibri_model_tensor(const colibri_model *m, int32_t kind, int32_t layer,
+                                           int32_t expert) {
+    if (colibri_kind_is_global(kind)) return &m->global[kind];
+    if (colibri_kind_is_expert(kind)) {
+        return &m->layers[layer].experts[(int64_t)expert * COLIBRI_EXPERT_KINDS +
+                                         (kind - COLIBRI_T_EXPERT_GATE)];
+    }
+    return &m->layers[layer].t[kind];
+}
+
+/* ---- set_tensor / finalize ------------------------------------------------- */
+
+COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t layer,
+                                         int32_t expert, const void *data, int32_t dtype,
+                                         int64_t rows, int64_t cols) {
+    if (!m) return colibri_error_set(COLIBRI_ERR_INVALID, "set_tensor: model is NULL");
+    if (m->finalized) {
+        return colibri_error_set(COLIBRI_ERR_STATE, "set_tensor: model is already finalized");
+    }
+    if (kind < 0 || kind >= COLIBRI_T_COUNT) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "set_tensor: unknown tensor kind %d", kind);
+    }
+    const char *name = colibri_kind_names[kind];
+    const colibri_hparams *hp = &m->hp;
+    if (colibri_kind_is_global(kind) ? layer != -1 : (layer < 0 || layer >= hp->n_layer)) {
+        if (colibri_kind_is_global(kind)) {
+            return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s: layer must be -1, got %d", name,
+                                     layer);
+        }
+        return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s: layer %d out of range [0, %d)", name,
+                                 layer, hp->n_layer);
+    }
+    if (!colibri_kind_is_expert(kind) && expert != -1) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s: expert must be -1, got %d", name,
+                                 expert);
+    }
+    int64_t want_rows, want_cols;
+    if (!colibri_tensor_expected(m, kind, layer, &want_rows, &want_cols)) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s (layer %d): not used by this model (%s)",
+                                 name, layer, colibri_tensor_absence_reason(m, kind, layer));
+    }
+    if (colibri_kind_is_expert(kind) && (expert < 0 || expert >= hp->n_expert)) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s (layer %d): expert %d out of range [0, %d)",
+                                 name, layer, expert, hp->n_expert);
+    }
+    if (!data) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s (layer %d): data is NULL", name, layer);
+    }
+    if (colibri_dtype_size(dtype) == 0) {
+        return colibri_error_set(COLIBRI_ERR_SHAPE, "tensor %s (layer %d): unknown dtype %d", name,
+                                 layer, dtype);
+    }
+    if (rows != want_rows || cols != want_cols) {
+        return colibri_error_set(COLIBRI_ERR_SHAPE,
+                                 "tensor %s (layer %d): expected shape [%lld, %lld], got [%lld, %lld]",
+                                 name, layer, (long long)want_rows, (long long)want_cols,
+                                 (long long)rows, (long long)cols);
+    }
+    colibri_tensor *t = (colibri_tensor *)colibri_model_tensor(m, kind, layer, expert);
+    t->data = data;
+    t->dtype = dtype;
+    t->rows = rows;
+    t->cols = cols;
+    return COLIBRI_OK;
+}
+
+/* MISSING with the name of the first required tensor that was never set. */
+static int colibri_model_check_set(const colibri_model *m, int32_t kind, int32_t layer,
+                                   int32_t expert) {
+    int64_t rows, cols;
+    int32_t shape_layer = colibri_kind_is_global(kind) ? 0 : layer;
+    if (!colibri_tensor_expected(m, kind, shape_layer, &rows, &cols)) return COLIBRI_OK;
+    if (colibri_model_tensor(m, kind, layer, expert)->data) return COLIBRI_OK;
+    if (expert >= 0) {
+        return colibri_error_set(COLIBRI_ERR_MISSING, "tensor %s (layer %d, expert %d) was never set",
+                                 colibri_kind_names[kind], layer, expert);
+    }
+    if (layer >= 0) {
+        return colibri_error_set(COLIBRI_ERR_MISSING, "tensor %s (layer %d) was never set",
+                                 colibri_kind_names[kind], layer);
+    }
+    return colibri_error_set(COLIBRI_ERR_MISSING, "tensor %s was never set", colibri_kind_names[kind]);
+}
+
+COLIBRI_API int colibri_model_finalize(colibri_model *m) {
+    if (!m) return colibri_error_set(COLIBRI_ERR_INVALID, "finalize: model is NULL");
+    if (m->finalized) return colibri_error_set(COLIBRI_ERR_STATE, "finalize: model is already finalized");
+    int rc;
+    for (int32_t kind = 0; kind <= COLIBRI_T_OUTPUT; kind++) {
+        if ((rc = colibri_model_check_set(m, kind, -1, -1))) return rc;
+    }
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        for (int32_t kind = COLIBRI_T_OUTPUT + 1; kind < COLIBRI_T_COUNT; kind++) {
+            if (!colibri_kind_is_expert(kind)) {
+                if ((rc = colibri_model_check_set(m, kind, l, -1))) return rc;
+                continue;
+            }
+            if (!m->layer_is_moe[l]) continue;
+            for (int32_t e = 0; e < m->hp.n_expert; e++) {
+                if ((rc = colibri_model_check_set(m, kind, l, e))) return rc;
+            }
+        }
+    }
+    m->finalized = 1;
+    return COLIBRI_OK;
+}

@@ -1,0 +1,142 @@
+/*
+ * moe.c — the Mixture-of-Experts block, as three separate stages:
+ *   ROUTER      router logits [T, E] → top-k experts [T, k] + gates [T, k]
+ *   DISPATCHER  counting sort of the T*k (token, slot) pairs by expert, so
+ *               each selected expert runs ONCE over all its tokens
+ *   AGGREGATOR  out[t] = sum_slot gate[t, slot] * y[t, slot], slot order
+ * plus the optional (gated) shared expert, added after the routed sum.
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "../kernels/kernels.h"
+
+/* ---- ROUTER ---------------------------------------------------------------- */
+
+void colibri_router_select(const float *logits, int32_t n_expert, int32_t k, int32_t renorm,
+                           float *probs, int32_t *experts, float *gates) {
+    memcpy(probs, logits, (size_t)n_expert * sizeof(float));
+    colibri_softmax_apply(probs, n_expert);
+    for (int32_t slot = 0; slot < k; slot++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n_expert; e++) {
+            int taken = 0;
+            for (int32_t prev = 0; prev < slot; prev++) taken |= experts[prev] == e;
+            if (!taken && (best < 0 || probs[e] > probs[best])) best = e;   /* strict: lower index wins ties */
+        }
+        experts[slot] = best;
+        gates[slot] = probs[best];
+    }
+    if (renorm) {
+        float sum = 0.0f;
+        for (int32_t slot = 0; slot < k; slot++) sum += gates[slot];
+        for (int32_t slot = 0; slot < k; slot++) gates[slot] /= sum;
+    }
+}
+
+/* ---- DISPATCHER ------------------------------------------------------------ */
+
+void colibri_dispatch_build(const int32_t *experts, int32_t n_tokens, int32_t k, int32_t n_expert,
+                            int32_t *count, int32_t *start, int32_t *sorted_pair,
+                            int32_t *pair_row) {
+    int32_t n_pairs = n_tokens * k;
+    memset(count, 0, (size_t)n_expert * sizeof(int32_t));
+    for (int32_t p = 0; p < n_pairs; p++) count[experts[p]]++;
+    start[0] = 0;
+    for (int32_t e = 0; e < n_expert; e++) start[e + 1] = start[e] + count[e];
+    /* stable: within an expert, pairs keep batch order (token, then slot) */
+    memset(count, 0, (size_t)n_expert * sizeof(int32_t));
+    for (int32_t p = 0; p < n_pairs; p++) {
+        int32_t e = experts[p];
+        int32_t row = start[e] + count[e]++;
+        sorted_pair[row] = p;
+        pair_row[p] = row;
+    }
+}
+
+/* ---- AGGREGATOR ------------------------------------------------------------ */
+
+void colibri_aggregate_slots(const float *y, const int32_t *pair_row, const float *gates,
+                             int32_t n_tokens, int32_t k, int32_t n_embd, float *out) {
+    for (int32_t t = 0; t < n_tokens; t++) {
+        float *o = out + (int64_t)t * n_embd;   /* o: [D] */
+        memset(o, 0, (size_t)n_embd * sizeof(float));
+        for (int32_t slot = 0; slot < k; slot++) {
+            int64_t p = (int64_t)t * k + slot;
+            const float *yr = y + (int64_t)pair_row[p] * n_embd;   /* yr: [D] */
+            float g = gates[p];
+            for (int32_t d = 0; d < n_embd; d++) o[d] += g * yr[d];
+        }
+    }
+}
+
+/* ---- the block ------------------------------------------------------------- */
+
+/* Writes this layer's route outputs [layer, t, :] for every token. */
+static void colibri_route_outputs_write(const colibri_context *ctx, int32_t layer, int32_t T,
+                                        const colibri_outputs *out) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    const colibri_scratch *s = &ctx->s;
+    int64_t E = hp->n_expert, k = hp->n_expert_used;
+    if (out && out->router_logits) {
+        memcpy(out->router_logits + (int64_t)layer * T * E, s->router_logits, (size_t)(T * E) * sizeof(float));
+    }
+    if (out && out->experts) {
+        memcpy(out->experts + (int64_t)layer * T * k, s->sel_expert, (size_t)(T * k) * sizeof(int32_t));
+    }
+    if (out && out->gates) {
+        memcpy(out->gates + (int64_t)layer * T * k, s->sel_gate, (size_t)(T * k) * sizeof(float));
+    }
+}
+
+void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const colibri_outputs *out) {
+    const colibri_model *m = ctx->model;
+    const colibri_hparams *hp = &m->hp;
+    const colibri_layer *L = &m->layers[layer];
+    colibri_scratch *s = &ctx->s;
+    int32_t E = hp->n_expert, k = hp->n_expert_used;
+    int64_t D = hp->n_embd, Fe = hp->n_ff_expert;
+
+    /* ROUTER (+ the shared expert's router logit in the same pool run) */
+    colibri_matmul_job router[2] = {
+        {&L->t[COLIBRI_T_ROUTER], s->h, D, s->router_logits, E, T},       /* [T, E] */
+        {&L->t[COLIBRI_T_SHARED_ROUTER], s->h, D, s->shared_logit, 1, T},  /* [T, 1] */
+    };
+    colibri_matmul_run(ctx, router, hp->shared_gated ? 2 : 1);
+    for (int32_t t = 0; t < T; t++) {
+        colibri_router_select(s->router_logits + (int64_t)t * E, E, k, hp->router_renorm,
+                              s->router_probs, s->sel_expert + (int64_t)t * k, s->sel_gate + (int64_t)t * k);
+    }
+    colibri_route_outputs_write(ctx, layer, T, out);
+
+    /* DISPATCHER: gather h rows in expert order, one MLP per selected expert */
+    colibri_dispatch_build(s->sel_expert, T, k, E, s->expert_count, s->expert_start, s->sorted_pair,
+                           s->pair_row);
+    for (int32_t row = 0; row < T * k; row++) {
+        memcpy(s->xg + row * D, s->h + (int64_t)(s->sorted_pair[row] / k) * D, (size_t)D * sizeof(float));
+    }
+    int32_t n_mlps = 0;
+    for (int32_t e = 0; e < E; e++) {
+        int32_t row = s->expert_start[e], n = s->expert_count[e];
+        if (n == 0) continue;
+        const colibri_tensor *w = &L->experts[(int64_t)e * COLIBRI_EXPERT_KINDS];
+        s->mlps[n_mlps++] = (colibri_mlp){&w[0], &w[1], &w[2], s->xg + row * D, s->eg + row * Fe,
+                                          s->eu + row * Fe, s->yg + row * D, n};
+    }
+    if (hp->n_ff_shared > 0) {   /* the shared expert joins the same two pool runs */
+        s->mlps[n_mlps++] = (colibri_mlp){&L->t[COLIBRI_T_SHARED_GATE], &L->t[COLIBRI_T_SHARED_UP],
+                                          &L->t[COLIBRI_T_SHARED_DOWN], s->h, s->ff_gate, s->ff_up,
+                                          s->o, T};
+    }
+    colibri_mlp_run(ctx, s->mlps, n_mlps);
+
+    /* AGGREGATOR, then + shared expert, then the residual */
+    colibri_aggregate_slots(s->yg, s->pair_row, s->sel_gate, T, k, (int32_t)D, s->h);   /* h: [T, D] */
+    if (hp->n_ff_shared > 0) {
+        for (int32_t t = 0; t < T; t++) {
+            float g = hp->shared_gated ? colibri_sigmoid(s->shared_logit[t]) : 1.0f;   /* 1*o is exact */
+            for (int64_t d = 0; d < D; d++) s->h[t * D + d] += g * s->o[t * D + d];
+        }
+    }
+    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->h[i];
+}

@@ -1,0 +1,194 @@
+/*
+ * colibri.h — the one public header of libcolibri, the C core of Colibri.
+ *
+ * Colibri runs Mixture-of-Experts language models on CPUs. This header is
+ * plain C99 and usable without Python: describe a model (hyperparameters +
+ * tensor views into memory the caller keeps alive, e.g. an mmapped file),
+ * create a context (KV cache + scratch, sized once), then run forward steps
+ * over batches of (sequence id, position, token).
+ *
+ * Conventions
+ *   - Every weight matrix is row-major [rows, cols] and multiplies an
+ *     activation vector of length cols: y[r] = sum_c W[r, c] * x[c]
+ *     (the Hugging Face nn.Linear layout). 1-D tensors are [1, n].
+ *   - Weights are never copied: the model keeps the pointers it is given.
+ *   - Functions that can fail return 0 on success and a non-zero
+ *     colibri_status otherwise; colibri_last_error() then describes the
+ *     failure in one line (thread-local).
+ *   - Deterministic: logits are bitwise identical whatever the thread count
+ *     and whatever other tokens share the batch.
+ */
+#ifndef COLIBRI_H
+#define COLIBRI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define COLIBRI_API __declspec(dllexport)
+#else
+#define COLIBRI_API __attribute__((visibility("default")))
+#endif
+
+#define COLIBRI_API_VERSION 1
+
+/* ---- status codes ------------------------------------------------------ */
+typedef enum colibri_status {
+    COLIBRI_OK = 0,
+    COLIBRI_ERR_INVALID = 1,   /* an argument or hyperparameter is out of range */
+    COLIBRI_ERR_SHAPE = 2,     /* a tensor's shape or dtype is not the expected one */
+    COLIBRI_ERR_MISSING = 3,   /* a required tensor was never set */
+    COLIBRI_ERR_NOMEM = 4,     /* allocation failed (only at create time) */
+    COLIBRI_ERR_STATE = 5      /* call order violated (e.g. forward before finalize) */
+} colibri_status;
+
+/* ---- element types of weights ----------------------------------------- */
+typedef enum colibri_dtype {
+    COLIBRI_DTYPE_F32 = 0,
+    COLIBRI_DTYPE_F16 = 1,
+    COLIBRI_DTYPE_BF16 = 2
+} colibri_dtype;
+
+/* ---- how q/k RMSNorm applies (if at all) ------------------------------- */
+typedef enum colibri_qk_norm {
+    COLIBRI_QK_NORM_NONE = 0,
+    COLIBRI_QK_NORM_PER_HEAD = 1,  /* weight [head_dim], applied to each head (Qwen3-MoE) */
+    COLIBRI_QK_NORM_WHOLE = 2      /* weight [n_head*head_dim] / [n_head_kv*head_dim],
+                                      applied over the whole projection (OLMoE) */
+} colibri_qk_norm;
+
+/* ---- model hyperparameters --------------------------------------------- */
+/* All fields are plain values; the two arrays are copied by
+ * colibri_model_create, so the caller may free them afterwards. */
+typedef struct colibri_hparams {
+    int32_t n_vocab;
+    int32_t n_embd;            /* hidden size D */
+    int32_t n_layer;
+    int32_t n_head;            /* query heads */
+    int32_t n_head_kv;         /* key/value heads; n_head % n_head_kv == 0 */
+    int32_t head_dim;          /* per-head size (need not be n_embd / n_head) */
+    int32_t n_ff;              /* dense MLP intermediate size (0 if no dense layer) */
+    int32_t n_expert;          /* routed experts per MoE layer (0 if none) */
+    int32_t n_expert_used;     /* top-k */
+    int32_t n_ff_expert;       /* routed expert intermediate size */
+    int32_t n_ff_shared;       /* shared expert intermediate size (0 = no shared expert) */
+    int32_t shared_gated;      /* 1: shared expert output *= sigmoid(x . w_shared_router) */
+    int32_t router_renorm;     /* 1: renormalise the top-k softmax probabilities to sum 1 */
+    int32_t qk_norm;           /* colibri_qk_norm */
+    int32_t attn_bias;         /* 1: q, k, v projections have biases */
+    int32_t tied_embeddings;   /* 1: lm_head reuses the token embedding */
+    int32_t sliding_window;    /* 0 = full attention; W: attend to the last W positions */
+    float norm_eps;            /* RMSNorm epsilon */
+    float attn_scale;          /* softmax scale; 0 = 1/sqrt(head_dim) */
+    float rope_attn_factor;    /* multiplies cos and sin (YaRN's mscale); 1 normally */
+    float qkv_clip;            /* clamp q, k, v to [-c, c] after projection (+bias) and
+                                  after the q/k norm, as HF OLMoE does; 0 = off */
+    const float *rope_inv_freq;   /* [head_dim/2] rotary inverse frequencies (NeoX/HF
+                                     rotate-half layout); copied */
+    const uint8_t *layer_is_moe;  /* [n_layer]: 1 = routed experts, 0 = dense MLP; copied */
+} colibri_hparams;
+
+/* ---- tensor kinds -------------------------------------------------------
+ * Expected shapes ([rows, cols]; E = n_expert, D = n_embd,
+ * Q = n_head*head_dim, K = n_head_kv*head_dim):               layer  expert */
+typedef enum colibri_tensor_kind {
+    COLIBRI_T_TOKEN_EMBD = 0,  /* [n_vocab, D]                      -1     -1 */
+    COLIBRI_T_OUTPUT_NORM,     /* [1, D]                            -1     -1 */
+    COLIBRI_T_OUTPUT,          /* [n_vocab, D]; omit when tied      -1     -1 */
+    COLIBRI_T_ATTN_NORM,       /* [1, D]                             l     -1 */
+    COLIBRI_T_WQ,              /* [Q, D]                             l     -1 */
+    COLIBRI_T_WK,              /* [K, D]                             l     -1 */
+    COLIBRI_T_WV,              /* [K, D]                             l     -1 */
+    COLIBRI_T_WO,              /* [D, Q]                             l     -1 */
+    COLIBRI_T_BQ,              /* [1, Q]   (attn_bias)               l     -1 */
+    COLIBRI_T_BK,              /* [1, K]   (attn_bias)               l     -1 */
+    COLIBRI_T_BV,              /* [1, K]   (attn_bias)               l     -1 */
+    COLIBRI_T_Q_NORM,          /* [1, head_dim] or [1, Q] (qk_norm)  l     -1 */
+    COLIBRI_T_K_NORM,          /* [1, head_dim] or [1, K] (qk_norm)  l     -1 */
+    COLIBRI_T_FFN_NORM,        /* [1, D]                             l     -1 */
+    COLIBRI_T_FFN_GATE,        /* [n_ff, D]       dense layers       l     -1 */
+    COLIBRI_T_FFN_UP,          /* [n_ff, D]       dense layers       l     -1 */
+    COLIBRI_T_FFN_DOWN,        /* [D, n_ff]       dense layers       l     -1 */
+    COLIBRI_T_ROUTER,          /* [E, D]          MoE layers         l     -1 */
+    COLIBRI_T_EXPERT_GATE,     /* [n_ff_expert, D]                   l      e */
+    COLIBRI_T_EXPERT_UP,       /* [n_ff_expert, D]                   l      e */
+    COLIBRI_T_EXPERT_DOWN,     /* [D, n_ff_expert]                   l      e */
+    COLIBRI_T_SHARED_GATE,     /* [n_ff_shared, D]                   l     -1 */
+    COLIBRI_T_SHARED_UP,       /* [n_ff_shared, D]                   l     -1 */
+    COLIBRI_T_SHARED_DOWN,     /* [D, n_ff_shared]                   l     -1 */
+    COLIBRI_T_SHARED_ROUTER,   /* [1, D]          (shared_gated)     l     -1 */
+    COLIBRI_T_COUNT
+} colibri_tensor_kind;
+
+typedef struct colibri_model colibri_model;
+typedef struct colibri_context colibri_context;
+
+/* ---- a batch of tokens for one forward step ------------------------------
+ * Token i is `token[i]` at position `pos[i]` of sequence `seq[i]`. Within a
+ * sequence, positions must continue its cache: pos <= (tokens already cached
+ * for seq), in batch order. A position below the cached length rewinds the
+ * sequence to that point. want_logits[i] != 0 asks for token i's logits
+ * (NULL: only the last token of the batch). */
+typedef struct colibri_batch {
+    int32_t n_tokens;
+    const int32_t *token;        /* [n_tokens] */
+    const int32_t *pos;          /* [n_tokens] */
+    const int32_t *seq;          /* [n_tokens] */
+    const int8_t *want_logits;   /* [n_tokens] or NULL */
+} colibri_batch;
+
+/* ---- what a forward step writes ------------------------------------------
+ * Any pointer may be NULL. Route arrays are indexed by layer; rows of dense
+ * layers are left untouched. */
+typedef struct colibri_outputs {
+    float *logits;          /* [n_wanted, n_vocab], wanted tokens in batch order */
+    float *router_logits;   /* [n_layer, n_tokens, n_expert] raw router logits */
+    int32_t *experts;       /* [n_layer, n_tokens, n_expert_used] selected experts,
+                               by descending probability, ties to the lower index */
+    float *gates;           /* [n_layer, n_tokens, n_expert_used] gate weights */
+} colibri_outputs;
+
+/* ---- library ------------------------------------------------------------ */
+COLIBRI_API int colibri_api_version(void);
+/* One line describing the last failure on this thread ("" if none). */
+COLIBRI_API const char *colibri_last_error(void);
+
+/* ---- model ----------------------------------------------------------------
+ * create → set every tensor the hyperparameters call for → finalize.
+ * set_tensor checks kind/layer/expert ranges, dtype and shape against the
+ * hyperparameters; finalize checks that nothing required is missing. */
+COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp);
+COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t layer,
+                                         int32_t expert, const void *data, int32_t dtype,
+                                         int64_t rows, int64_t cols);
+COLIBRI_API int colibri_model_finalize(colibri_model *m);
+COLIBRI_API void colibri_model_free(colibri_model *m);
+
+/* ---- context: KV cache for n_seq sequences of up to n_ctx positions,
+ * scratch for batches of up to n_batch tokens, a pool of n_threads threads
+ * (n_threads <= 0: one per online CPU). Everything is allocated here; a
+ * forward step allocates nothing. The model must outlive the context. */
+COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
+                                                    int32_t n_seq, int32_t n_batch,
+                                                    int32_t n_threads);
+COLIBRI_API void colibri_context_free(colibri_context *ctx);
+COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx);
+/* Number of positions currently cached for sequence `seq` (-1 if out of range). */
+COLIBRI_API int32_t colibri_seq_len(const colibri_context *ctx, int32_t seq);
+/* Forget everything cached for sequence `seq`. */
+COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
+
+/* One forward step over the batch. Validates the whole batch (token ids,
+ * sequence ids, positions, size) before touching the cache. Releases no locks
+ * of its own and takes none of the caller's; safe to call without the GIL. */
+COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
+                                const colibri_outputs *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLIBRI_H */

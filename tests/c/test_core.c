@@ -1,0 +1,465 @@
+/*
+ * test_core.c — C tests of libcolibri: conversions, the MoE stages (router,
+ * dispatcher, aggregator), self-consistency of the forward step (cached
+ * step-by-step == full prefill, threads 1 == 2, alone == batched, rewind) —
+ * all BITWISE, since every output element has one fixed accumulation order —
+ * and every validation error path. Prints "N passed, M failed"; exit 1 on failure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri.h"
+#include "internal.h"
+#include "kernels.h"
+
+static int n_passed, n_failed;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            n_passed++;                                                    \
+        } else {                                                           \
+            n_failed++;                                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
+            printf(__VA_ARGS__);                                           \
+            printf("\n");                                                  \
+        }                                                                  \
+    } while (0)
+
+/* status == want and a non-empty error line. */
+#define CHECK_STATUS(call, want)                                                           \
+    do {                                                                                   \
+        int got_ = (call);                                                                 \
+        CHECK(got_ == (want) && colibri_last_error()[0] != '\0', "%s: status %d (want %d), " \
+              "error '%s'", #call, got_, (want), colibri_last_error());                    \
+    } while (0)
+
+/* ---- a small random model ------------------------------------------------- */
+
+typedef struct test_model {
+    colibri_hparams hp;
+    float inv_freq[64];       /* inv_freq: [head_dim/2] */
+    uint8_t is_moe[8];        /* is_moe: [n_layer] */
+    int32_t dtype;            /* dtype of every weight */
+    uint64_t rng;
+    void *bufs[512];          /* every weight buffer, freed with the model */
+    int n_bufs;
+    colibri_model *m;
+} test_model;
+
+static float test_rand(uint64_t *state) {   /* splitmix64 → uniform [-0.5, 0.5) */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / 16777216.0f - 0.5f;
+}
+
+/* A [rows, cols] weight of tm->dtype; values center + scale*U(-0.5, 0.5). */
+static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert, int64_t rows,
+                    int64_t cols, float center, float scale) {
+    int64_t n = rows * cols, size = colibri_dtype_size(tm->dtype);
+    void *buf = malloc((size_t)(n * size));
+    tm->bufs[tm->n_bufs++] = buf;
+    for (int64_t i = 0; i < n; i++) {
+        float v = center + scale * test_rand(&tm->rng);
+        if (tm->dtype == COLIBRI_DTYPE_F32) ((float *)buf)[i] = v;
+        else if (tm->dtype == COLIBRI_DTYPE_F16) ((uint16_t *)buf)[i] = colibri_f32_to_f16(v);
+        else ((uint16_t *)buf)[i] = colibri_f32_to_bf16(v);
+    }
+    return colibri_model_set_tensor(tm->m, kind, layer, expert, buf, tm->dtype, rows, cols);
+}
+
+/* The default test config: layer 0 dense, layer 1 MoE with a gated shared
+ * expert, per-head qk norm, biases, untied output; D = 36 exercises the
+ * dot kernels' scalar tail. */
+static void test_config(test_model *tm, int32_t dtype) {
+    memset(tm, 0, sizeof *tm);
+    colibri_hparams *hp = &tm->hp;
+    hp->n_vocab = 50; hp->n_embd = 36; hp->n_layer = 2; hp->n_head = 4; hp->n_head_kv = 2;
+    hp->head_dim = 12; hp->n_ff = 40; hp->n_expert = 6; hp->n_expert_used = 2; hp->n_ff_expert = 24;
+    hp->n_ff_shared = 20; hp->shared_gated = 1; hp->router_renorm = 1;
+    hp->qk_norm = COLIBRI_QK_NORM_PER_HEAD; hp->attn_bias = 1; hp->tied_embeddings = 0;
+    hp->norm_eps = 1e-6f; hp->rope_attn_factor = 1.0f;
+    for (int i = 0; i < hp->head_dim / 2; i++) tm->inv_freq[i] = powf(10000.0f, -2.0f * i / hp->head_dim);
+    tm->is_moe[0] = 0;
+    tm->is_moe[1] = 1;
+    hp->rope_inv_freq = tm->inv_freq;
+    hp->layer_is_moe = tm->is_moe;
+    tm->dtype = dtype;
+    tm->rng = 1234;
+}
+
+/* Creates the model and sets every tensor the config calls for (this list is
+ * the test's own statement of the rules in colibri.h); finalizes if asked. */
+static int test_build(test_model *tm, int finalize) {
+    const colibri_hparams *hp = &tm->hp;
+    int64_t D = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+    tm->m = colibri_model_create(hp);
+    if (!tm->m) return -1;
+    int rc = 0;
+    rc |= test_set(tm, COLIBRI_T_TOKEN_EMBD, -1, -1, hp->n_vocab, D, 0.0f, 2.0f);
+    rc |= test_set(tm, COLIBRI_T_OUTPUT_NORM, -1, -1, 1, D, 1.0f, 0.2f);
+    if (!hp->tied_embeddings) rc |= test_set(tm, COLIBRI_T_OUTPUT, -1, -1, hp->n_vocab, D, 0.0f, 0.5f);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        rc |= test_set(tm, COLIBRI_T_ATTN_NORM, l, -1, 1, D, 1.0f, 0.2f);
+        rc |= test_set(tm, COLIBRI_T_WQ, l, -1, Q, D, 0.0f, 0.6f);
+        rc |= test_set(tm, COLIBRI_T_WK, l, -1, K, D, 0.0f, 0.6f);
+        rc |= test_set(tm, COLIBRI_T_WV, l, -1, K, D, 0.0f, 0.6f);
+        rc |= test_set(tm, COLIBRI_T_WO, l, -1, D, Q, 0.0f, 0.5f);
+        if (hp->attn_bias) {
+            rc |= test_set(tm, COLIBRI_T_BQ, l, -1, 1, Q, 0.0f, 0.2f);
+            rc |= test_set(tm, COLIBRI_T_BK, l, -1, 1, K, 0.0f, 0.2f);
+            rc |= test_set(tm, COLIBRI_T_BV, l, -1, 1, K, 0.0f, 0.2f);
+        }
+        if (hp->qk_norm) {
+            int per_head = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD;
+            rc |= test_set(tm, COLIBRI_T_Q_NORM, l, -1, 1, per_head ? hp->head_dim : Q, 1.0f, 0.2f);
+            rc |= test_set(tm, COLIBRI_T_K_NORM, l, -1, 1, per_head ? hp->head_dim : K, 1.0f, 0.2f);
+        }
+        rc |= test_set(tm, COLIBRI_T_FFN_NORM, l, -1, 1, D, 1.0f, 0.2f);
+        if (!hp->layer_is_moe[l]) {
+            rc |= test_set(tm, COLIBRI_T_FFN_GATE, l, -1, hp->n_ff, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_FFN_UP, l, -1, hp->n_ff, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_FFN_DOWN, l, -1, D, hp->n_ff, 0.0f, 0.5f);
+            continue;
+        }
+        rc |= test_set(tm, COLIBRI_T_ROUTER, l, -1, hp->n_expert, D, 0.0f, 1.0f);
+        for (int32_t e = 0; e < hp->n_expert; e++) {
+            rc |= test_set(tm, COLIBRI_T_EXPERT_GATE, l, e, hp->n_ff_expert, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_EXPERT_UP, l, e, hp->n_ff_expert, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_EXPERT_DOWN, l, e, D, hp->n_ff_expert, 0.0f, 0.5f);
+        }
+        if (hp->n_ff_shared > 0) {
+            rc |= test_set(tm, COLIBRI_T_SHARED_GATE, l, -1, hp->n_ff_shared, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_SHARED_UP, l, -1, hp->n_ff_shared, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_SHARED_DOWN, l, -1, D, hp->n_ff_shared, 0.0f, 0.5f);
+        }
+        if (hp->shared_gated) rc |= test_set(tm, COLIBRI_T_SHARED_ROUTER, l, -1, 1, D, 0.0f, 1.0f);
+    }
+    if (rc == 0 && finalize) rc = colibri_model_finalize(tm->m);
+    return rc;
+}
+
+static void test_free(test_model *tm) {
+    colibri_model_free(tm->m);
+    for (int i = 0; i < tm->n_bufs; i++) free(tm->bufs[i]);
+    tm->n_bufs = 0;
+    tm->m = NULL;
+}
+
+/* Runs one forward step; logits: [n_wanted, V] (may be NULL). */
+static int test_step(colibri_context *ctx, int32_t n, const int32_t *token, const int32_t *pos,
+                     const int32_t *seq, const int8_t *want, float *logits) {
+    colibri_batch b = {n, token, pos, seq, want};
+    colibri_outputs out = {logits, NULL, NULL, NULL};
+    return colibri_forward(ctx, &b, &out);
+}
+
+static const int32_t prompt[6] = {3, 17, 42, 8, 8, 29};
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+static void test_conversions(void) {
+    CHECK(colibri_f32_to_f16(1.0f) == 0x3c00 && colibri_f32_to_f16(-2.0f) == 0xc000, "f16 of 1, -2");
+    CHECK(colibri_f32_to_f16(65504.0f) == 0x7bff && colibri_f32_to_f16(65520.0f) == 0x7c00, "f16 max / overflow");
+    CHECK(colibri_f32_to_f16(ldexpf(1.0f, -24)) == 0x0001 && colibri_f32_to_f16(ldexpf(1.0f, -25)) == 0x0000,
+          "f16 smallest subnormal, half of it ties to even 0");
+    CHECK(colibri_f32_to_f16(1.0f + ldexpf(1.0f, -11)) == 0x3c00 &&
+          colibri_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)) == 0x3c02, "f16 ties to even");
+    CHECK(colibri_f32_to_f16(NAN) >= 0x7c01 && colibri_f32_to_f16(NAN) <= 0x7fff, "f16 NaN stays NaN");
+    int roundtrip_ok = 1;
+    for (uint32_t h = 0; h < 65536; h++) {
+        int is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        if (!is_nan && colibri_f32_to_f16(colibri_f16_to_f32((uint16_t)h)) != h) roundtrip_ok = 0;
+    }
+    CHECK(roundtrip_ok, "every non-NaN f16 round-trips through f32");
+    CHECK(colibri_f16_to_f32(0x0001) == ldexpf(1.0f, -24) && colibri_f16_to_f32(0x03ff) == 1023 * ldexpf(1.0f, -24),
+          "f16 subnormals decode exactly");
+    CHECK(colibri_f32_to_bf16(1.0f) == 0x3f80 && colibri_bf16_to_f32(0x3f80) == 1.0f, "bf16 of 1");
+    CHECK(colibri_f32_to_bf16(1.0f + ldexpf(1.0f, -8)) == 0x3f80 &&
+          colibri_f32_to_bf16(1.0f + 3 * ldexpf(1.0f, -8)) == 0x3f82, "bf16 ties to even");
+    CHECK(isnan(colibri_bf16_to_f32(colibri_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+    float w[13], x[13];
+    for (int i = 0; i < 13; i++) { w[i] = (float)(i + 1); x[i] = 0.5f; }
+    CHECK(colibri_dot_f32(w, x, 13) == 45.5f, "dot with a tail");
+}
+
+/* ---- MoE stages ---------------------------------------------------------------- */
+
+static void test_router(void) {
+    float probs[4], gates[2];
+    int32_t experts[2];
+    const float tie[4] = {1.0f, 3.0f, 3.0f, 0.0f};
+    colibri_router_select(tie, 4, 2, 0, probs, experts, gates);
+    CHECK(experts[0] == 1 && experts[1] == 2, "tie 1/2 → %d, %d", experts[0], experts[1]);
+    const float flat[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    colibri_router_select(flat, 4, 2, 0, probs, experts, gates);
+    CHECK(experts[0] == 0 && experts[1] == 1 && gates[0] == 0.25f, "all tied → 0, 1 (%d, %d)", experts[0], experts[1]);
+    const float logits[4] = {0.1f, 2.0f, -1.0f, 1.5f};
+    colibri_router_select(logits, 4, 2, 0, probs, experts, gates);
+    CHECK(experts[0] == 1 && experts[1] == 3 && gates[0] == probs[1] && gates[1] == probs[3],
+          "no renorm: gates are the softmax probabilities");
+    colibri_router_select(logits, 4, 2, 1, probs, experts, gates);
+    CHECK(fabsf(gates[0] + gates[1] - 1.0f) < 1e-6f && gates[0] == probs[1] / (probs[1] + probs[3]),
+          "renorm: gates divided by their sum");
+}
+
+static void test_dispatch_aggregate(void) {
+    /* experts: [T=3, k=2] */
+    const int32_t experts[6] = {2, 0, 0, 1, 2, 1};
+    int32_t count[3], start[4], sorted[6], row[6];
+    colibri_dispatch_build(experts, 3, 2, 3, count, start, sorted, row);
+    CHECK(count[0] == 2 && count[1] == 2 && count[2] == 2, "counts");
+    CHECK(start[0] == 0 && start[1] == 2 && start[2] == 4 && start[3] == 6, "starts");
+    const int32_t want_sorted[6] = {1, 2, 3, 5, 0, 4};
+    CHECK(memcmp(sorted, want_sorted, sizeof sorted) == 0, "grouped by expert, batch order inside");
+    int inverse_ok = 1;
+    for (int p = 0; p < 6; p++) inverse_ok &= sorted[row[p]] == p;
+    CHECK(inverse_ok, "pair_row inverts sorted_pair");
+    /* y: [6, 1] in sorted order holds 10*expert + pair id */
+    float y[6], gates[6] = {0.5f, 0.25f, 1.0f, 2.0f, 0.125f, 4.0f}, out[3];
+    for (int r = 0; r < 6; r++) y[r] = (float)(10 * experts[sorted[r]] + sorted[r]);
+    colibri_aggregate_slots(y, row, gates, 3, 2, 1, out);
+    CHECK(out[0] == 0.5f * 20 + 0.25f * 1 && out[1] == 1.0f * 2 + 2.0f * 13 && out[2] == 0.125f * 24 + 4.0f * 15,
+          "aggregate: gate-weighted slot sum per token");
+}
+
+/* ---- self-consistency of the forward step ------------------------------------ */
+
+static void test_prefill_vs_steps(int32_t dtype) {
+    test_model tm;
+    test_config(&tm, dtype);
+    CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+    int32_t V = tm.hp.n_vocab, n = 6;
+    colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 1);
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    float full[6 * 64], step[64];
+    CHECK(test_step(ctx, n, prompt, pos, seq, want, full) == 0, "prefill: %s", colibri_last_error());
+    CHECK(colibri_seq_len(ctx, 0) == 6, "seq_len after prefill");
+    colibri_seq_clear(ctx, 0);
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        CHECK(test_step(ctx, 1, &prompt[i], &pos[i], seq, NULL, step) == 0, "step: %s", colibri_last_error());
+        same &= memcmp(step, full + i * V, (size_t)V * sizeof(float)) == 0;
+    }
+    CHECK(same, "dtype %d: cached step-by-step logits == full prefill logits, bitwise", dtype);
+    /* rewind to position 3 with the same token: the logits of position 3 again */
+    CHECK(test_step(ctx, 1, &prompt[3], &pos[3], seq, NULL, step) == 0, "rewind: %s", colibri_last_error());
+    CHECK(colibri_seq_len(ctx, 0) == 4, "rewind sets seq_len to pos + 1 (got %d)", colibri_seq_len(ctx, 0));
+    CHECK(memcmp(step, full + 3 * V, (size_t)V * sizeof(float)) == 0, "rewound logits == original");
+    int finite = 1;
+    for (int i = 0; i < n * V; i++) finite &= isfinite(full[i]);
+    CHECK(finite, "logits finite");
+    colibri_context_free(ctx);
+    test_free(&tm);
+}
+
+/* The same prompt under 1 and 2 threads, and alone vs interleaved with another
+ * sequence in one batch: bitwise the same logits and routes. */
+static void test_threads_and_batching(int32_t dtype) {
+    test_model tm;
+    test_config(&tm, dtype);
+    CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+    int32_t V = tm.hp.n_vocab, L = tm.hp.n_layer, k = tm.hp.n_expert_used;
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq0[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    float alone[2][6 * 64] = {{0}};
+    int32_t alone_experts[2 * 6 * 2];
+    for (int threads = 1; threads <= 2; threads++) {
+        colibri_context *ctx = colibri_context_create(tm.m, 16, 2, 12, threads);
+        CHECK(colibri_context_threads(ctx) == threads, "thread count");
+        colibri_batch b = {6, prompt, pos, seq0, want};
+        colibri_outputs out = {alone[threads - 1], NULL, threads == 1 ? alone_experts : NULL, NULL};
+        CHECK(colibri_forward(ctx, &b, &out) == 0, "forward: %s", colibri_last_error());
+        colibri_context_free(ctx);
+    }
+    CHECK(memcmp(alone[0], alone[1], sizeof alone[0]) == 0, "dtype %d: threads 1 vs 2 bitwise", dtype);
+
+    /* interleave: seq 1 (another prompt) and seq 0 alternate in one batch */
+    int32_t tok[12], bpos[12], bseq[12];
+    for (int i = 0; i < 6; i++) {
+        tok[2 * i] = (prompt[i] * 7 + 1) % V; bpos[2 * i] = i; bseq[2 * i] = 1;
+        tok[2 * i + 1] = prompt[i]; bpos[2 * i + 1] = i; bseq[2 * i + 1] = 0;
+    }
+    int8_t bwant[12];
+    for (int i = 0; i < 12; i++) bwant[i] = (int8_t)(i % 2);   /* seq 0's tokens only */
+    float batched[6 * 64] = {0};
+    int32_t experts[2 * 12 * 2];
+    float sentinel_gates[2 * 12 * 2];
+    for (int i = 0; i < 2 * 12 * 2; i++) sentinel_gates[i] = -7.0f;
+    colibri_context *ctx = colibri_context_create(tm.m, 16, 2, 12, 2);
+    colibri_batch b = {12, tok, bpos, bseq, bwant};
+    colibri_outputs out = {batched, NULL, experts, sentinel_gates};
+    CHECK(colibri_forward(ctx, &b, &out) == 0, "batched forward: %s", colibri_last_error());
+    CHECK(memcmp(alone[0], batched, sizeof batched) == 0, "dtype %d: alone vs batched bitwise", dtype);
+    int routes_same = 1, dense_untouched = 1;
+    for (int i = 0; i < 6; i++) {
+        for (int s = 0; s < k; s++) {
+            routes_same &= experts[(1 * 12 + 2 * i + 1) * k + s] == alone_experts[(1 * 6 + i) * k + s];
+        }
+    }
+    for (int i = 0; i < 12 * k; i++) dense_untouched &= sentinel_gates[i] == -7.0f;   /* layer 0 is dense */
+    CHECK(routes_same, "routes alone vs batched");
+    CHECK(dense_untouched, "dense layer rows of gates left untouched");
+    CHECK(L == 2 && colibri_seq_len(ctx, 0) == 6 && colibri_seq_len(ctx, 1) == 6, "both sequences cached");
+    colibri_context_free(ctx);
+    test_free(&tm);
+}
+
+/* Variants of the config run and agree with themselves: whole-q/k norm, clip,
+ * tied embeddings, a sliding window wider than the context == no window. */
+static void test_variants(void) {
+    float ref[64] = {0}, got[64] = {0};
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    for (int variant = 0; variant < 2; variant++) {
+        test_model tm;
+        test_config(&tm, COLIBRI_DTYPE_F32);
+        tm.hp.qk_norm = COLIBRI_QK_NORM_WHOLE;
+        tm.hp.qkv_clip = 0.8f;
+        tm.hp.tied_embeddings = 1;
+        tm.hp.n_ff_shared = 0;
+        tm.hp.shared_gated = 0;
+        tm.hp.sliding_window = variant ? 64 : 0;
+        CHECK(test_build(&tm, 1) == 0, "variant build: %s", colibri_last_error());
+        colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 2);
+        CHECK(test_step(ctx, 6, prompt, pos, seq, NULL, variant ? got : ref) == 0, "variant: %s",
+              colibri_last_error());
+        colibri_context_free(ctx);
+        test_free(&tm);
+    }
+    CHECK(memcmp(ref, got, sizeof ref) == 0, "sliding window wider than the context == full attention");
+    /* a window of 2 must change the last token's logits */
+    test_model tm;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.sliding_window = 2;
+    CHECK(test_build(&tm, 1) == 0, "window build");
+    colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 1);
+    test_step(ctx, 6, prompt, pos, seq, NULL, got);
+    colibri_context_free(ctx);
+    test_free(&tm);
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    test_build(&tm, 1);
+    ctx = colibri_context_create(tm.m, 16, 1, 8, 1);
+    test_step(ctx, 6, prompt, pos, seq, NULL, ref);
+    colibri_context_free(ctx);
+    test_free(&tm);
+    CHECK(memcmp(ref, got, sizeof ref) != 0, "a sliding window of 2 changes the logits");
+}
+
+/* ---- validation error paths --------------------------------------------------- */
+
+static void test_model_errors(void) {
+    test_model tm;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.n_head_kv = 3;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "n_head_kv"), "bad n_head_kv");
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.n_expert_used = 7;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "n_expert_used"), "bad top-k");
+    CHECK(colibri_model_create(NULL) == NULL, "NULL hparams");
+
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.m = colibri_model_create(&tm.hp);
+    colibri_model *m = tm.m;
+    float buf[64 * 64] = {0};
+    int64_t D = 36;
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, 0, -1, buf, 0, D, 48), COLIBRI_ERR_SHAPE);
+    CHECK(strstr(colibri_last_error(), "expected shape [48, 36]") != NULL, "shape message: %s", colibri_last_error());
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, 0, -1, buf, 7, 48, D), COLIBRI_ERR_SHAPE);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, 2, -1, buf, 0, 48, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, -1, -1, buf, 0, 48, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_TOKEN_EMBD, 0, -1, buf, 0, 50, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_EXPERT_UP, 1, 6, buf, 0, 24, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_EXPERT_UP, 1, -1, buf, 0, 24, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_EXPERT_UP, 0, 0, buf, 0, 24, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, 0, 1, buf, 0, 48, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_FFN_UP, 1, -1, buf, 0, 40, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_ROUTER, 0, -1, buf, 0, 6, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_COUNT, 0, -1, buf, 0, 1, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, -1, 0, -1, buf, 0, 1, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_WQ, 0, -1, NULL, 0, 48, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(m, COLIBRI_T_Q_NORM, 0, -1, buf, 0, 1, 48), COLIBRI_ERR_SHAPE);
+    CHECK_STATUS(colibri_model_set_tensor(NULL, COLIBRI_T_WQ, 0, -1, buf, 0, 48, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_finalize(m), COLIBRI_ERR_MISSING);
+    CHECK(strstr(colibri_last_error(), "TOKEN_EMBD") != NULL, "missing names the tensor: %s", colibri_last_error());
+    CHECK(colibri_context_create(m, 16, 1, 4, 1) == NULL && strstr(colibri_last_error(), "finalized"),
+          "context before finalize");
+    test_free(&tm);
+
+    /* features switched off reject their tensors */
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.attn_bias = 0; tm.hp.qk_norm = 0; tm.hp.tied_embeddings = 1; tm.hp.shared_gated = 0;
+    tm.m = colibri_model_create(&tm.hp);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_BQ, 0, -1, buf, 0, 1, 48), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_K_NORM, 0, -1, buf, 0, 1, 12), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_OUTPUT, -1, -1, buf, 0, 50, D), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_SHARED_ROUTER, 1, -1, buf, 0, 1, D), COLIBRI_ERR_INVALID);
+    test_free(&tm);
+
+    /* every tensor but one expert's down projection → MISSING naming it */
+    test_config(&tm, COLIBRI_DTYPE_BF16);
+    CHECK(test_build(&tm, 0) == 0, "build without finalize");
+    tm.m->layers[1].experts[3 * COLIBRI_EXPERT_KINDS + 2].data = NULL;   /* white-box: unset it */
+    CHECK_STATUS(colibri_model_finalize(tm.m), COLIBRI_ERR_MISSING);
+    CHECK(strstr(colibri_last_error(), "EXPERT_DOWN (layer 1, expert 3)") != NULL, "message: %s", colibri_last_error());
+    test_free(&tm);
+
+    test_config(&tm, COLIBRI_DTYPE_F16);
+    CHECK(test_build(&tm, 1) == 0, "build");
+    CHECK_STATUS(colibri_model_finalize(tm.m), COLIBRI_ERR_STATE);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, 0, 48, D), COLIBRI_ERR_STATE);
+    CHECK(colibri_context_create(tm.m, 0, 1, 4, 1) == NULL, "n_ctx 0 rejected");
+    test_free(&tm);
+}
+
+static void test_batch_errors(void) {
+    test_model tm;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    CHECK(test_build(&tm, 1) == 0, "build");
+    colibri_context *ctx = colibri_context_create(tm.m, 8, 2, 4, 1);
+    int32_t tok[5] = {1, 2, 3, 4, 5}, pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+    CHECK(test_step(ctx, 3, tok, pos, seq, NULL, NULL) == 0, "prefill 3");
+    int32_t bad_tok[2] = {1, 50}, bad_seq[2] = {0, 2}, bad_pos[2] = {3, 8}, skip[2] = {3, 5};
+    int32_t neg_pos[2] = {-1, 3}, repeat[2] = {3, 3}, zero_seq[2] = {0, 0}, next_pos[2] = {3, 4};
+    CHECK_STATUS(test_step(ctx, 0, tok, pos, seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 5, tok, pos, seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 2, bad_tok, next_pos, zero_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK(strstr(colibri_last_error(), "batch token 1: token id 50") != NULL, "message: %s", colibri_last_error());
+    CHECK_STATUS(test_step(ctx, 2, tok, next_pos, bad_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 2, tok, neg_pos, zero_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 2, tok, bad_pos, zero_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 2, tok, skip, zero_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK(strstr(colibri_last_error(), "batch token 1: position 5 skips ahead of sequence 0's cached length 4"),
+          "message: %s", colibri_last_error());
+    CHECK_STATUS(test_step(ctx, 2, tok, repeat, zero_seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 1, tok, &pos[1], &bad_seq[1], NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(test_step(ctx, 1, tok, NULL, seq, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_forward(ctx, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_forward(NULL, NULL, NULL), COLIBRI_ERR_INVALID);
+    CHECK(colibri_seq_len(ctx, 0) == 3 && colibri_seq_len(ctx, 1) == 0, "failed batches change nothing");
+    CHECK(colibri_seq_len(ctx, 2) == -1, "seq_len out of range → -1");
+    CHECK_STATUS(colibri_seq_clear(ctx, 2), COLIBRI_ERR_INVALID);
+    CHECK(test_step(ctx, 2, tok, next_pos, zero_seq, NULL, NULL) == 0, "a valid batch still runs");
+    colibri_context_free(ctx);
+    test_free(&tm);
+}
+
+int main(void) {
+    CHECK(colibri_api_version() == COLIBRI_API_VERSION, "api version");
+    test_conversions();
+    test_router();
+    test_dispatch_aggregate();
+    test_prefill_vs_steps(COLIBRI_DTYPE_F32);
+    test_prefill_vs_steps(COLIBRI_DTYPE_BF16);
+    test_threads_and_batching(COLIBRI_DTYPE_F32);
+    test_threads_and_batching(COLIBRI_DTYPE_F16);
+    test_variants();
+    test_model_errors();
+    test_batch_errors();
+    printf("%d passed, %d failed\n", n_passed, n_failed);
+    return n_failed == 0 ? 0 : 1;
+}
