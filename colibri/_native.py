@@ -1,0 +1,126 @@
+"""The one thin binding between Python and libcolibri (ctypes).
+
+Mirrors csrc/include/colibri.h. ctypes releases the GIL for the duration of
+every foreign call, so a forward step runs without holding it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+from .errors import ModelError
+
+API_VERSION = 1
+
+# colibri_dtype
+DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2
+DTYPE_BY_NAME = {"F32": DTYPE_F32, "F16": DTYPE_F16, "BF16": DTYPE_BF16}
+
+# colibri_qk_norm
+QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = 0, 1, 2
+
+# colibri_tensor_kind, in header order
+TENSOR_KINDS = (
+    "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
+    "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
+    "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
+)
+KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
+
+
+class Hparams(ctypes.Structure):
+    _fields_ = [
+        ("n_vocab", ctypes.c_int32), ("n_embd", ctypes.c_int32), ("n_layer", ctypes.c_int32),
+        ("n_head", ctypes.c_int32), ("n_head_kv", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+        ("n_ff", ctypes.c_int32), ("n_expert", ctypes.c_int32), ("n_expert_used", ctypes.c_int32),
+        ("n_ff_expert", ctypes.c_int32), ("n_ff_shared", ctypes.c_int32),
+        ("shared_gated", ctypes.c_int32), ("router_renorm", ctypes.c_int32),
+        ("qk_norm", ctypes.c_int32), ("attn_bias", ctypes.c_int32),
+        ("tied_embeddings", ctypes.c_int32), ("sliding_window", ctypes.c_int32),
+        ("norm_eps", ctypes.c_float), ("attn_scale", ctypes.c_float),
+        ("rope_attn_factor", ctypes.c_float), ("qkv_clip", ctypes.c_float),
+        ("rope_inv_freq", ctypes.POINTER(ctypes.c_float)),
+        ("layer_is_moe", ctypes.POINTER(ctypes.c_uint8)),
+    ]
+
+
+class Batch(ctypes.Structure):
+    _fields_ = [
+        ("n_tokens", ctypes.c_int32),
+        ("token", ctypes.POINTER(ctypes.c_int32)),
+        ("pos", ctypes.POINTER(ctypes.c_int32)),
+        ("seq", ctypes.POINTER(ctypes.c_int32)),
+        ("want_logits", ctypes.POINTER(ctypes.c_int8)),
+    ]
+
+
+class Outputs(ctypes.Structure):
+    _fields_ = [
+        ("logits", ctypes.POINTER(ctypes.c_float)),
+        ("router_logits", ctypes.POINTER(ctypes.c_float)),
+        ("experts", ctypes.POINTER(ctypes.c_int32)),
+        ("gates", ctypes.POINTER(ctypes.c_float)),
+    ]
+
+
+def _library_path() -> Path:
+    override = os.environ.get("COLIBRI_LIB")
+    if override:
+        return Path(override)
+    name = {"darwin": "libcolibri.dylib", "win32": "colibri.dll"}.get(sys.platform, "libcolibri.so")
+    return Path(__file__).resolve().parent / name
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c_int, c_i32, c_i64, vp = ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+    signatures = {
+        "colibri_api_version": (c_int, []),
+        "colibri_last_error": (ctypes.c_char_p, []),
+        "colibri_model_create": (vp, [ctypes.POINTER(Hparams)]),
+        "colibri_model_set_tensor": (c_int, [vp, c_i32, c_i32, c_i32, vp, c_i32, c_i64, c_i64]),
+        "colibri_model_finalize": (c_int, [vp]),
+        "colibri_model_free": (None, [vp]),
+        "colibri_context_create": (vp, [vp, c_i32, c_i32, c_i32, c_i32]),
+        "colibri_context_free": (None, [vp]),
+        "colibri_context_threads": (c_i32, [vp]),
+        "colibri_seq_len": (c_i32, [vp, c_i32]),
+        "colibri_seq_clear": (c_int, [vp, c_i32]),
+        "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded libcolibri, declared and version-checked (loaded once)."""
+    global _lib
+    if _lib is None:
+        path = _library_path()
+        if not path.is_file():
+            raise ModelError(f"{path}: libcolibri not found (reinstall colibri-moe, or set COLIBRI_LIB)")
+        loaded = ctypes.CDLL(str(path))
+        _declare(loaded)
+        version = loaded.colibri_api_version()
+        if version != API_VERSION:
+            raise ModelError(f"{path}: libcolibri API version {version}, expected {API_VERSION}")
+        _lib = loaded
+    return _lib
+
+
+def last_error() -> str:
+    message = lib().colibri_last_error()
+    return message.decode("utf-8", "replace") if message else "unknown error"
+
+
+def as_ptr(array, ctype):
+    """ctypes pointer to a contiguous numpy array's first element (None for None)."""
+    if array is None:
+        return None
+    return array.ctypes.data_as(ctypes.POINTER(ctype))

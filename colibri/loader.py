@@ -1,0 +1,79 @@
+"""colibri.load: open a model path, validate it, and hand it to the C core."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ModelError
+from .formats.hf_dir import HFCheckpoint
+from .models import ConfigReader, TensorSlot, architecture, tensor_slots
+from .native_model import NativeModel, WeightRef
+
+WEIGHT_DTYPES = ("F32", "F16", "BF16")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+DEFAULT_CONTEXT = 4096
+
+
+def _fmt_shape(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
+    """The tensor for a slot, after checking its dtype and shape against the architecture."""
+    view = checkpoint.tensor(slot.name)
+    where = f"{view.file}: tensor '{slot.name}'"
+    if view.dtype not in WEIGHT_DTYPES:
+        raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
+    if tuple(view.shape) != slot.shape:
+        raise ModelError(f"{where}: shape {_fmt_shape(view.shape)}, expected {_fmt_shape(slot.shape)}")
+    return WeightRef(view.address, view.dtype, tuple(view.shape))
+
+
+def resolve_model_path(path: str | os.PathLike) -> Path:
+    """The path to open; refuses formats Colibri does not read, with the reason."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelError(f"{p}: no such file or directory")
+    if p.is_file():
+        if p.suffix in PICKLE_SUFFIXES:
+            raise ModelError(f"{p}: PyTorch pickle checkpoints are refused: unpickling can run arbitrary code; "
+                             "convert to safetensors first")
+        if p.suffix == ".gguf":
+            raise ModelError(f"{p}: GGUF files are not supported yet (load a Hugging Face safetensors directory)")
+        raise ModelError(f"{p}: not a model directory (expected a Hugging Face directory with config.json "
+                         "and *.safetensors)")
+    return p
+
+
+def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
+         n_seq: int = 1, n_batch: int = 256):
+    """Load a model directory; see ``colibri.Model`` for what the result offers.
+
+    threads: worker threads for the forward pass (None: one per CPU).
+    n_ctx: context length of the KV cache (default min(config's max positions, 4096)).
+    n_seq: sequences that can be cached at once (for batched use of ``Model.forward``).
+    n_batch: most tokens one forward step takes (longer prompts are split).
+    """
+    from .model import Model
+    from .tokenizer import Tokenizer
+
+    for name, value, low in (("threads", threads, 1), ("n_ctx", n_ctx, 1), ("n_seq", n_seq, 1),
+                             ("n_batch", n_batch, 1)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    directory = resolve_model_path(path)
+    checkpoint = HFCheckpoint.open(directory)
+    try:
+        config_source = str(directory / "config.json")
+        arch = architecture(checkpoint.config.get("model_type"), config_source)
+        config = arch.read_config(ConfigReader(checkpoint.config, config_source))
+        slots = tensor_slots(arch, config)
+        native = NativeModel(config, slots, lambda slot: _checked_weight(checkpoint, slot))
+        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
+        context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
+        return Model(directory=directory, config=config, checkpoint=checkpoint, native=native, slots=slots,
+                     tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
+                     n_batch=n_batch, generation_config=checkpoint.optional_json("generation_config.json"))
+    except BaseException:
+        checkpoint.close()
+        raise

@@ -1,0 +1,205 @@
+"""Model: a loaded model with its tokenizer, KV-cache context and the Python API."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from . import _native
+from .native_model import NativeContext, NativeModel
+
+
+@dataclass(frozen=True)
+class RouteLayer:
+    """How one MoE layer routed each token of a sequence."""
+
+    layer: int
+    router_logits: np.ndarray   # [T, E] float32, raw router logits
+    experts: np.ndarray         # [T, k] int32, selected experts by descending probability
+    gates: np.ndarray           # [T, k] float32, the weights their outputs are summed with
+
+
+class Model:
+    """A loaded model. Create with ``colibri.load``; release with ``close()`` (or ``with``)."""
+
+    def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, slots, tokenizer,
+                 threads: int, n_ctx: int, n_seq: int, n_batch: int, generation_config: dict | None):
+        self.path = directory
+        self.config = config
+        self.tokenizer = tokenizer
+        self.generation_config = generation_config or {}
+        self._checkpoint = checkpoint
+        self._native = native
+        self._slots = slots            # the TensorSlots the C model was built from
+        self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
+        # token ids whose K/V sequence 0 holds after the last generation, so a
+        # follow-up prompt (the next chat turn) reuses the common prefix
+        self._seq0_tokens: list[int] = []
+
+    # ---- lifecycle ---------------------------------------------------------
+    def close(self) -> None:
+        """Free the context, the C model and the file mappings (idempotent)."""
+        if self._ctx is not None:
+            self._ctx.close()
+            self._native.close()
+            self._checkpoint.close()
+            self._ctx = None
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def threads(self) -> int:
+        return self._context().threads
+
+    @property
+    def n_ctx(self) -> int:
+        return self._context().n_ctx
+
+    def _context(self) -> NativeContext:
+        if self._ctx is None:
+            raise ValueError("model is closed")
+        return self._ctx
+
+    # ---- low level -----------------------------------------------------------
+    def forward(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
+                want_logits: Sequence[bool] | None = None) -> np.ndarray:
+        """One forward step over a batch of (token, position, sequence) triples.
+
+        Each sequence continues from its cached length (a smaller position
+        rewinds it). Returns logits [n_wanted, vocab] for the tokens flagged in
+        ``want_logits`` (default: the last token only), in batch order.
+        """
+        self._seq0_tokens = []
+        return self._forward(tokens, positions, seqs, want_logits)
+
+    def _forward(self, tokens, positions, seqs, want_logits=None) -> np.ndarray:
+        ctx = self._context()
+        token_ids = self._token_array(tokens)                                  # [T]
+        pos = np.ascontiguousarray(positions, dtype=np.int32)                   # [T]
+        seq = np.ascontiguousarray(seqs, dtype=np.int32)                        # [T]
+        if not (len(token_ids) == len(pos) == len(seq)):
+            raise ValueError("tokens, positions and seqs must have the same length")
+        if want_logits is None:
+            want = None
+            n_wanted = 1
+        else:
+            want = np.ascontiguousarray([1 if w else 0 for w in want_logits], dtype=np.int8)  # [T]
+            if len(want) != len(token_ids):
+                raise ValueError("want_logits must have one flag per token")
+            n_wanted = int(want.sum())
+        logits = np.empty((n_wanted, self.config.vocab_size), dtype=np.float32)  # [n_wanted, V]
+        out = _native.Outputs(logits=_native.as_ptr(logits, ctypes.c_float))
+        ctx.forward(token_ids, pos, seq, want, out)
+        return logits
+
+    def _token_array(self, tokens: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(tokens)
+        if ids.ndim != 1 or len(ids) == 0:
+            raise ValueError("expected a non-empty sequence of token ids")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError("token ids must be integers")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise ValueError(f"token id out of range [0, {self.config.vocab_size})")
+        return np.ascontiguousarray(ids, dtype=np.int32)
+
+    def _chunks(self, n: int) -> Iterator[tuple[int, int]]:
+        step = self._context().n_batch
+        for start in range(0, n, step):
+            yield start, min(n, start + step)
+
+    def _run_fresh(self, ids: Sequence[int], seq: int, *, logits: np.ndarray | None,
+                   route: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
+        """Prefill `ids` into sequence `seq` from position 0, chunked by n_batch.
+
+        logits: [T, V] or None; route: (router_logits [L, T, E], experts [L, T, k],
+        gates [L, T, k]) or None — filled in place.
+        """
+        ctx = self._context()
+        tokens = self._token_array(ids)                                         # [T]
+        if len(tokens) > ctx.n_ctx:
+            raise ValueError(f"{len(tokens)} tokens exceed the context length {ctx.n_ctx}")
+        ctx.clear(seq)
+        self._seq0_tokens = []
+        c = self.config
+        for start, end in self._chunks(len(tokens)):
+            n = end - start
+            pos = np.arange(start, end, dtype=np.int32)                         # [n]
+            seqs = np.full(n, seq, dtype=np.int32)                              # [n]
+            out = _native.Outputs()
+            want = None
+            if logits is not None:
+                want = np.ones(n, dtype=np.int8)                                # [n]
+                out.logits = _native.as_ptr(logits[start:end], ctypes.c_float)
+            if route is not None:
+                chunk_router = np.zeros((c.num_layers, n, c.num_experts), dtype=np.float32)  # [L, n, E]
+                chunk_experts = np.zeros((c.num_layers, n, c.top_k), dtype=np.int32)        # [L, n, k]
+                chunk_gates = np.zeros((c.num_layers, n, c.top_k), dtype=np.float32)        # [L, n, k]
+                out.router_logits = _native.as_ptr(chunk_router, ctypes.c_float)
+                out.experts = _native.as_ptr(chunk_experts, ctypes.c_int32)
+                out.gates = _native.as_ptr(chunk_gates, ctypes.c_float)
+            ctx.forward(tokens[start:end], pos, seqs, want, out)
+            if route is not None:
+                route[0][:, start:end] = chunk_router
+                route[1][:, start:end] = chunk_experts
+                route[2][:, start:end] = chunk_gates
+
+    # ---- analysis ------------------------------------------------------------
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        """Logits [len(ids), vocab] (float32) of a fresh context over `ids`."""
+        out = np.empty((len(ids), self.config.vocab_size), dtype=np.float32)   # [T, V]
+        self._run_fresh(ids, 0, logits=out, route=None)
+        return out
+
+    def route(self, ids: Sequence[int]) -> list[RouteLayer]:
+        """Per MoE layer, the router logits, selected experts and gates of every token."""
+        c = self.config
+        T = len(ids)
+        router = np.zeros((c.num_layers, T, c.num_experts), dtype=np.float32)   # [L, T, E]
+        experts = np.zeros((c.num_layers, T, c.top_k), dtype=np.int32)          # [L, T, k]
+        gates = np.zeros((c.num_layers, T, c.top_k), dtype=np.float32)          # [L, T, k]
+        self._run_fresh(ids, 0, logits=None, route=(router, experts, gates))
+        return [RouteLayer(l, router[l], experts[l], gates[l]) for l in c.moe_layers]
+
+    # ---- text ----------------------------------------------------------------
+    def generate(self, prompt, max_tokens: int = 64, *, temperature: float | None = None,
+                 top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
+                 repetition_penalty: float | None = None, seed: int | None = None,
+                 stop: str | Sequence[str] | None = None, stream: bool = False):
+        """Complete `prompt` (text or token ids). Sampling defaults come from
+        generation_config.json, then greedy-free defaults; temperature 0 is greedy.
+
+        Returns a Completion, or with stream=True an iterator of Pieces.
+        """
+        from .generation import Generation
+
+        gen = Generation(self, prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                         top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty, seed=seed,
+                         stop=stop)
+        return gen.pieces() if stream else gen.complete()
+
+    def chat(self, messages: list[dict], max_tokens: int = 256, **kwargs):
+        """Render `messages` with the model's chat template and generate the reply."""
+        tok = self._require_tokenizer()
+        if not tok.chat_template:
+            raise ValueError(f"{self.path}: the model has no chat template")
+        text = tok.render_chat(messages, add_generation_prompt=True)
+        ids = tok.encode(text, add_special_tokens=False)
+        return self.generate(ids, max_tokens=max_tokens, **kwargs)
+
+    def _require_tokenizer(self):
+        if self.tokenizer is None:
+            raise ValueError(f"{self.path}: the model has no tokenizer (tokenizer.json)")
+        return self.tokenizer

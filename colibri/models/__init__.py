@@ -1,0 +1,20 @@
+"""Supported architectures, one module per Hugging Face ``model_type``."""
+from __future__ import annotations
+
+import importlib
+
+from ..errors import ModelError
+from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, tensor_slots
+
+SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama")
+
+__all__ = ["SUPPORTED", "Architecture", "ConfigReader", "ModelConfig", "TensorSlot", "architecture",
+           "tensor_slots"]
+
+
+def architecture(model_type: object, source: str = "config.json") -> Architecture:
+    """The Architecture for a config's model_type; ModelError listing the supported ones otherwise."""
+    if model_type not in SUPPORTED:
+        raise ModelError(f"{source}: model_type {model_type!r} is not supported "
+                         f"(supported: {', '.join(SUPPORTED)})")
+    return importlib.import_module(f"{__name__}.{model_type}").ARCHITECTURE

@@ -1,0 +1,133 @@
+"""Rotary position embedding parameters from a Hugging Face config.
+
+Reads both config spellings: transformers 5's ``rope_parameters`` object and the
+older top-level ``rope_theta`` + ``rope_scaling``. Produces the inverse
+frequencies [head_dim/2] and the cos/sin attention factor that the C core
+applies; the formulas follow each scaling kind's published definition
+(linear position interpolation, Llama 3's frequency-band smoothing, YaRN).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .spec import ConfigReader
+
+SUPPORTED_KINDS = ("default", "linear", "llama3", "yarn")
+
+
+@dataclass(frozen=True)
+class Rotary:
+    theta: float
+    inv_freq: np.ndarray          # [head_dim/2] float32
+    attention_factor: float
+
+
+def _base_inv_freq(theta: float, dim: int) -> np.ndarray:
+    # inv_freq: [dim/2]; exponents computed in float32 as the reference does
+    exponents = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)
+    return (np.float32(1.0) / np.power(np.float32(theta), exponents, dtype=np.float32)).astype(np.float32)
+
+
+def _scaling_params(cfg: "ConfigReader") -> tuple[dict, str]:
+    """The rope parameter object and the field name it came from."""
+    params = cfg.raw.get("rope_parameters")
+    source = "rope_parameters"
+    if params is None:
+        params = cfg.raw.get("rope_scaling")
+        source = "rope_scaling"
+    if params is None:
+        return {}, source
+    if not isinstance(params, dict):
+        raise cfg.error(source, f"must be an object, got {params!r}")
+    return params, source
+
+
+def _number(cfg: "ConfigReader", params: dict, source: str, key: str, default=None) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise cfg.error(f"{source}.{key}", f"must be a positive number, got {value!r}")
+    return float(value)
+
+
+def from_config(cfg: "ConfigReader", head_dim: int) -> Rotary:
+    """Rotary parameters for a config; ModelError names an unsupported or broken field."""
+    params, source = _scaling_params(cfg)
+    kind = params.get("rope_type", params.get("type", "default")) or "default"
+    if kind not in SUPPORTED_KINDS:
+        raise cfg.error(f"{source}.rope_type",
+                        f"= {kind!r} is not supported (supported: {', '.join(SUPPORTED_KINDS)})")
+    theta_value = params.get("rope_theta", cfg.raw.get("rope_theta", 10000.0))
+    theta = _number(cfg, {"rope_theta": theta_value}, source, "rope_theta")
+    partial = params.get("partial_rotary_factor", cfg.raw.get("partial_rotary_factor", 1.0))
+    if partial != 1.0:
+        raise cfg.error("partial_rotary_factor", f"= {partial!r} is not supported (only 1.0)")
+    inv_freq = _base_inv_freq(theta, head_dim)
+    attention_factor = 1.0
+    if kind == "linear":
+        inv_freq = (inv_freq / np.float32(_number(cfg, params, source, "factor"))).astype(np.float32)
+    elif kind == "llama3":
+        inv_freq = _llama3(cfg, params, source, inv_freq)
+    elif kind == "yarn":
+        inv_freq, attention_factor = _yarn(cfg, params, source, theta, head_dim)
+    return Rotary(theta, inv_freq, attention_factor)
+
+
+def _llama3(cfg, params, source, inv_freq: np.ndarray) -> np.ndarray:
+    """Llama 3.1 scaling: long wavelengths divided by `factor`, short ones kept, a smooth band between."""
+    factor = _number(cfg, params, source, "factor")
+    low = _number(cfg, params, source, "low_freq_factor")
+    high = _number(cfg, params, source, "high_freq_factor")
+    old_ctx = _number(cfg, params, source, "original_max_position_embeddings")
+    if high <= low:
+        raise cfg.error(f"{source}.high_freq_factor", f"= {high} must exceed low_freq_factor ({low})")
+    wavelen = np.float32(2 * math.pi) / inv_freq
+    scaled = np.where(wavelen > old_ctx / low, inv_freq / np.float32(factor), inv_freq).astype(np.float32)
+    smooth = ((np.float32(old_ctx) / wavelen - np.float32(low)) / np.float32(high - low)).astype(np.float32)
+    smoothed = ((1 - smooth) * scaled / np.float32(factor) + smooth * scaled).astype(np.float32)
+    medium = ~(wavelen < old_ctx / high) & ~(wavelen > old_ctx / low)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+def _yarn(cfg, params, source, theta: float, dim: int) -> tuple[np.ndarray, float]:
+    """YaRN: blend interpolated and extrapolated frequencies over a ramp; scale cos/sin."""
+    old_ctx = _number(cfg, params, source, "original_max_position_embeddings")
+    factor_value = params.get("factor")
+    if factor_value is None:
+        factor = cfg.int("max_position_embeddings", 4096, max=1 << 24) / old_ctx
+    else:
+        factor = _number(cfg, params, source, "factor")
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention_factor = params.get("attention_factor")
+    if attention_factor is None:
+        m, m_all = params.get("mscale"), params.get("mscale_all_dim")
+        attention_factor = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
+    else:
+        attention_factor = _number(cfg, params, source, "attention_factor")
+    beta_fast = params.get("beta_fast") or 32
+    beta_slow = params.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(old_ctx / (rotations * 2 * math.pi))) / (2 * math.log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if params.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = np.power(np.float32(theta), np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim),
+                         dtype=np.float32)
+    extrapolation = (np.float32(1.0) / pos_freqs).astype(np.float32)
+    interpolation = (np.float32(1.0) / (np.float32(factor) * pos_freqs)).astype(np.float32)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - np.float32(low)) / np.float32(high - low), 0, 1)
+    extrapolation_weight = (1 - ramp).astype(np.float32)
+    inv_freq = interpolation * (1 - extrapolation_weight) + extrapolation * extrapolation_weight
+    return inv_freq.astype(np.float32), float(attention_factor)

@@ -1,0 +1,292 @@
+"""What every architecture file fills in: its config mapping and tensor names.
+
+An architecture module (``colibri/models/<model_type>.py``) exposes one
+``ARCHITECTURE = Architecture(...)``: a function turning config.json into a
+``ModelConfig`` and the Hugging Face tensor-name templates for each tensor kind
+of the C core. Everything here is architecture-neutral: which tensors a model
+needs follows from ``ModelConfig``'s feature flags, never from its name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ModelError
+from . import rope
+
+_REQUIRED = object()
+
+QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = "none", "per_head", "whole"
+
+
+class ConfigReader:
+    """Typed, validated access to a config.json object; errors name the field."""
+
+    def __init__(self, raw: dict[str, Any], source: str = "config.json"):
+        self.raw = raw
+        self.source = source
+
+    def error(self, key: str, message: str) -> ModelError:
+        return ModelError(f"{self.source}: field '{key}' {message}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.raw.get(key, default)
+        return default if value is None else value
+
+    def int(self, key: str, default: Any = _REQUIRED, *, min: int = 1, max: int = 1 << 24) -> int:
+        value = self.raw.get(key)
+        if value is None:
+            if default is _REQUIRED:
+                raise self.error(key, "is missing")
+            value = default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r}")
+        if not min <= value <= max:
+            raise self.error(key, f"= {value} is out of range [{min}, {max}]")
+        return value
+
+    def float(self, key: str, default: Any = _REQUIRED, *, min: float = -math.inf,
+              max: float = math.inf) -> float:
+        value = self.raw.get(key)
+        if value is None:
+            if default is _REQUIRED:
+                raise self.error(key, "is missing")
+            value = default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value!r}")
+        if not min <= value <= max:
+            raise self.error(key, f"= {value} is out of range [{min}, {max}]")
+        return float(value)
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, got {value!r}")
+        return value
+
+    def int_list(self, key: str, *, min: int, max: int) -> list[int]:
+        value = self.raw.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise self.error(key, f"must be a list of integers, got {value!r}")
+        for v in value:
+            if not min <= v <= max:
+                raise self.error(key, f"holds {v}, out of range [{min}, {max}]")
+        return value
+
+    def require_value(self, key: str, allowed: tuple, default: Any) -> Any:
+        value = self.raw.get(key, default)
+        if value is None:
+            value = default
+        if value not in allowed:
+            raise self.error(key, f"= {value!r} is not supported (supported: {', '.join(map(repr, allowed))})")
+        return value
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters and feature flags of a loaded model (``Model.config``)."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int           # dense MLP width (0 when every layer is MoE)
+    num_experts: int                 # 0 for a dense model
+    top_k: int
+    expert_intermediate_size: int
+    shared_expert_intermediate_size: int  # 0 = no shared expert
+    moe_layers: tuple[int, ...]      # indices of layers with routed experts
+    context_length: int              # max_position_embeddings
+    rms_norm_eps: float
+    rope_theta: float
+    rope_inv_freq: np.ndarray = field(repr=False)   # [head_dim/2] float32
+    rope_attention_factor: float = 1.0
+    router_renormalize: bool = True  # top-k probabilities renormalised to sum 1
+    shared_expert_gated: bool = False
+    qk_norm: str = QK_NORM_NONE
+    attention_bias: bool = False
+    tied_embeddings: bool = False
+    sliding_window: int = 0
+    qkv_clip: float = 0.0
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0 and bool(self.moe_layers)
+
+
+def read_common(cfg: ConfigReader, architecture: str, **moe: Any) -> ModelConfig:
+    """The fields every supported decoder shares, plus the architecture's MoE fields.
+
+    ``moe`` holds the ModelConfig fields the architecture decides itself
+    (experts, top_k, widths, routing flags, qk_norm, …). Checks cross-field
+    sanity that holds for every architecture.
+    """
+    act = cfg.require_value("hidden_act", ("silu",), "silu")
+    del act
+    hidden = cfg.int("hidden_size")
+    heads = cfg.int("num_attention_heads", max=4096)
+    kv_heads = cfg.int("num_key_value_heads", heads, max=4096)
+    if heads % kv_heads:
+        raise cfg.error("num_key_value_heads", f"= {kv_heads} must divide num_attention_heads ({heads})")
+    if cfg.raw.get("head_dim") is None and hidden % heads:
+        raise cfg.error("num_attention_heads", f"= {heads} must divide hidden_size ({hidden})")
+    head_dim = cfg.int("head_dim", hidden // heads, max=4096)
+    if head_dim % 2:
+        raise cfg.error("head_dim", f"= {head_dim} must be even for rotary embeddings")
+    layers = cfg.int("num_hidden_layers", max=4096)
+    eos = cfg.get("eos_token_id")
+    eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if isinstance(eos, int) else ())
+    bos = cfg.get("bos_token_id")
+    rotary = rope.from_config(cfg, head_dim)
+    fields = dict(
+        architecture=architecture,
+        vocab_size=cfg.int("vocab_size", max=1 << 22),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        context_length=cfg.int("max_position_embeddings", 4096, max=1 << 24),
+        rms_norm_eps=cfg.float("rms_norm_eps", 1e-6, min=0.0, max=1.0),
+        rope_theta=rotary.theta,
+        rope_inv_freq=rotary.inv_freq,
+        rope_attention_factor=rotary.attention_factor,
+        tied_embeddings=cfg.bool("tie_word_embeddings", False),
+        bos_token_id=bos if isinstance(bos, int) else None,
+        eos_token_ids=tuple(e for e in eos_ids if isinstance(e, int)),
+    )
+    fields.update(moe)
+    config = ModelConfig(**fields)
+    if config.num_experts:
+        if not 1 <= config.top_k <= config.num_experts:
+            raise cfg.error("num_experts_per_tok",
+                            f"= {config.top_k} must be between 1 and the number of experts ({config.num_experts})")
+    for layer in config.moe_layers:
+        if not 0 <= layer < layers:
+            raise cfg.error("mlp_only_layers", f"leaves MoE layer {layer} outside 0..{layers - 1}")
+    return config
+
+
+def sparse_layers(cfg: ConfigReader, num_layers: int, num_experts: int) -> tuple[int, ...]:
+    """Layers with routed experts under Qwen-style ``mlp_only_layers`` / ``decoder_sparse_step``."""
+    mlp_only = set(cfg.int_list("mlp_only_layers", min=0, max=num_layers - 1))
+    step = cfg.int("decoder_sparse_step", 1, max=num_layers)
+    if num_experts == 0:
+        return ()
+    return tuple(l for l in range(num_layers) if l not in mlp_only and (l + 1) % step == 0)
+
+
+# Hugging Face tensor names of the llama family; architectures override entries.
+# {l} is the layer index, {e} the expert index.
+LLAMA_NAMES: dict[str, str] = {
+    "TOKEN_EMBD": "model.embed_tokens.weight",
+    "OUTPUT_NORM": "model.norm.weight",
+    "OUTPUT": "lm_head.weight",
+    "ATTN_NORM": "model.layers.{l}.input_layernorm.weight",
+    "WQ": "model.layers.{l}.self_attn.q_proj.weight",
+    "WK": "model.layers.{l}.self_attn.k_proj.weight",
+    "WV": "model.layers.{l}.self_attn.v_proj.weight",
+    "WO": "model.layers.{l}.self_attn.o_proj.weight",
+    "BQ": "model.layers.{l}.self_attn.q_proj.bias",
+    "BK": "model.layers.{l}.self_attn.k_proj.bias",
+    "BV": "model.layers.{l}.self_attn.v_proj.bias",
+    "Q_NORM": "model.layers.{l}.self_attn.q_norm.weight",
+    "K_NORM": "model.layers.{l}.self_attn.k_norm.weight",
+    "FFN_NORM": "model.layers.{l}.post_attention_layernorm.weight",
+    "FFN_GATE": "model.layers.{l}.mlp.gate_proj.weight",
+    "FFN_UP": "model.layers.{l}.mlp.up_proj.weight",
+    "FFN_DOWN": "model.layers.{l}.mlp.down_proj.weight",
+    "ROUTER": "model.layers.{l}.mlp.gate.weight",
+    "EXPERT_GATE": "model.layers.{l}.mlp.experts.{e}.gate_proj.weight",
+    "EXPERT_UP": "model.layers.{l}.mlp.experts.{e}.up_proj.weight",
+    "EXPERT_DOWN": "model.layers.{l}.mlp.experts.{e}.down_proj.weight",
+    "SHARED_GATE": "model.layers.{l}.mlp.shared_expert.gate_proj.weight",
+    "SHARED_UP": "model.layers.{l}.mlp.shared_expert.up_proj.weight",
+    "SHARED_DOWN": "model.layers.{l}.mlp.shared_expert.down_proj.weight",
+    "SHARED_ROUTER": "model.layers.{l}.mlp.shared_expert_gate.weight",
+}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One supported Hugging Face ``model_type``."""
+
+    model_type: str
+    read_config: Callable[[ConfigReader], ModelConfig]
+    names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES))
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    """One tensor the C core needs: its kind, layer/expert (-1 = none), HF name and shape."""
+
+    kind: str
+    layer: int
+    expert: int
+    name: str
+    shape: tuple[int, ...]
+
+
+def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
+    """Every tensor the model needs, derived from the config's feature flags."""
+    D, V = c.hidden_size, c.vocab_size
+    Q, K = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    slots: list[TensorSlot] = []
+
+    def add(kind: str, shape: tuple[int, ...], layer: int = -1, expert: int = -1) -> None:
+        name = arch.names[kind].format(l=layer, e=expert)
+        slots.append(TensorSlot(kind, layer, expert, name, shape))
+
+    add("TOKEN_EMBD", (V, D))
+    add("OUTPUT_NORM", (D,))
+    if not c.tied_embeddings:
+        add("OUTPUT", (V, D))
+    moe_layers = set(c.moe_layers)
+    for l in range(c.num_layers):
+        add("ATTN_NORM", (D,), l)
+        add("WQ", (Q, D), l)
+        add("WK", (K, D), l)
+        add("WV", (K, D), l)
+        add("WO", (D, Q), l)
+        if c.attention_bias:
+            add("BQ", (Q,), l)
+            add("BK", (K,), l)
+            add("BV", (K,), l)
+        if c.qk_norm == QK_NORM_PER_HEAD:
+            add("Q_NORM", (c.head_dim,), l)
+            add("K_NORM", (c.head_dim,), l)
+        elif c.qk_norm == QK_NORM_WHOLE:
+            add("Q_NORM", (Q,), l)
+            add("K_NORM", (K,), l)
+        add("FFN_NORM", (D,), l)
+        if l in moe_layers:
+            F = c.expert_intermediate_size
+            add("ROUTER", (c.num_experts, D), l)
+            for e in range(c.num_experts):
+                add("EXPERT_GATE", (F, D), l, e)
+                add("EXPERT_UP", (F, D), l, e)
+                add("EXPERT_DOWN", (D, F), l, e)
+            if c.shared_expert_intermediate_size:
+                S = c.shared_expert_intermediate_size
+                add("SHARED_GATE", (S, D), l)
+                add("SHARED_UP", (S, D), l)
+                add("SHARED_DOWN", (D, S), l)
+                if c.shared_expert_gated:
+                    add("SHARED_ROUTER", (1, D), l)
+        else:
+            add("FFN_GATE", (c.intermediate_size, D), l)
+            add("FFN_UP", (c.intermediate_size, D), l)
+            add("FFN_DOWN", (D, c.intermediate_size), l)
+    return slots

@@ -1,0 +1,122 @@
+"""Build libcolibri's model and context from a ModelConfig and tensor views.
+
+This is the only place that turns Python-side descriptions into C objects. The
+weights are passed by address: the C core uses the mmapped bytes in place.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import _native
+from .errors import ModelError
+from .models.spec import QK_NORM_PER_HEAD, QK_NORM_WHOLE, ModelConfig, TensorSlot
+
+_QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_HEAD,
+            QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
+
+
+@dataclass(frozen=True)
+class WeightRef:
+    """Where one tensor's bytes live: address, colibri dtype name, shape."""
+
+    address: int
+    dtype: str      # "F32" | "F16" | "BF16"
+    shape: tuple[int, ...]
+
+
+def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
+    """The C hyperparameter struct, plus the arrays it points into (keep them alive until create)."""
+    inv_freq = np.ascontiguousarray(config.rope_inv_freq, dtype=np.float32)   # [head_dim/2]
+    moe = set(config.moe_layers)
+    layer_is_moe = np.array([1 if l in moe else 0 for l in range(config.num_layers)], dtype=np.uint8)  # [L]
+    hp = _native.Hparams(
+        n_vocab=config.vocab_size, n_embd=config.hidden_size, n_layer=config.num_layers,
+        n_head=config.num_heads, n_head_kv=config.num_kv_heads, head_dim=config.head_dim,
+        n_ff=config.intermediate_size, n_expert=config.num_experts if moe else 0,
+        n_expert_used=config.top_k if moe else 0, n_ff_expert=config.expert_intermediate_size if moe else 0,
+        n_ff_shared=config.shared_expert_intermediate_size if moe else 0,
+        shared_gated=int(config.shared_expert_gated and config.shared_expert_intermediate_size > 0),
+        router_renorm=int(config.router_renormalize), qk_norm=_QK_NORM[config.qk_norm],
+        attn_bias=int(config.attention_bias), tied_embeddings=int(config.tied_embeddings),
+        sliding_window=config.sliding_window, norm_eps=config.rms_norm_eps, attn_scale=0.0,
+        rope_attn_factor=config.rope_attention_factor, qkv_clip=config.qkv_clip,
+        rope_inv_freq=_native.as_ptr(inv_freq, ctypes.c_float),
+        layer_is_moe=_native.as_ptr(layer_is_moe, ctypes.c_uint8),
+    )
+    return hp, (inv_freq, layer_is_moe)
+
+
+class NativeModel:
+    """An owned colibri_model: created, filled, finalized; freed by close()."""
+
+    def __init__(self, config: ModelConfig, slots: Sequence[TensorSlot],
+                 weight: Callable[[TensorSlot], WeightRef]):
+        lib = _native.lib()
+        hp, keepalive = hparams_for(config)
+        handle = lib.colibri_model_create(ctypes.byref(hp))
+        del keepalive
+        if not handle:
+            raise ModelError(f"libcolibri rejected the model: {_native.last_error()}")
+        self.handle = handle
+        try:
+            for slot in slots:
+                ref = weight(slot)
+                rows, cols = (1, ref.shape[0]) if len(ref.shape) == 1 else ref.shape
+                status = lib.colibri_model_set_tensor(
+                    handle, _native.KIND[slot.kind], slot.layer, slot.expert, ref.address,
+                    _native.DTYPE_BY_NAME[ref.dtype], rows, cols)
+                if status:
+                    raise ModelError(f"tensor '{slot.name}': {_native.last_error()}")
+            if lib.colibri_model_finalize(handle):
+                raise ModelError(f"libcolibri rejected the model: {_native.last_error()}")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.handle:
+            _native.lib().colibri_model_free(self.handle)
+            self.handle = None
+
+
+class NativeContext:
+    """An owned colibri_context (KV cache + scratch + thread pool)."""
+
+    def __init__(self, model: NativeModel, *, n_ctx: int, n_seq: int, n_batch: int, threads: int):
+        lib = _native.lib()
+        handle = lib.colibri_context_create(model.handle, n_ctx, n_seq, n_batch, threads)
+        if not handle:
+            raise ModelError(f"could not create a context (n_ctx={n_ctx}, n_seq={n_seq}, "
+                             f"n_batch={n_batch}): {_native.last_error()}")
+        self.handle = handle
+        self.n_ctx, self.n_seq, self.n_batch = n_ctx, n_seq, n_batch
+        self.threads = lib.colibri_context_threads(handle)
+
+    def seq_len(self, seq: int) -> int:
+        return _native.lib().colibri_seq_len(self.handle, seq)
+
+    def clear(self, seq: int) -> None:
+        if _native.lib().colibri_seq_clear(self.handle, seq):
+            raise ValueError(_native.last_error())
+
+    def forward(self, tokens: np.ndarray, positions: np.ndarray, seqs: np.ndarray,
+                want: np.ndarray | None, outputs: _native.Outputs) -> None:
+        """One step. tokens/positions/seqs: [T] int32; want: [T] int8 or None."""
+        batch = _native.Batch(
+            n_tokens=len(tokens),
+            token=_native.as_ptr(tokens, ctypes.c_int32),
+            pos=_native.as_ptr(positions, ctypes.c_int32),
+            seq=_native.as_ptr(seqs, ctypes.c_int32),
+            want_logits=_native.as_ptr(want, ctypes.c_int8),
+        )
+        if _native.lib().colibri_forward(self.handle, ctypes.byref(batch), ctypes.byref(outputs)):
+            raise ValueError(_native.last_error())
+
+    def close(self) -> None:
+        if self.handle:
+            _native.lib().colibri_context_free(self.handle)
+            self.handle = None

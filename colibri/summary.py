@@ -1,0 +1,59 @@
+"""What `colibri inspect` reports: parameters, dtypes, memory, experts."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
+EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
+
+
+@dataclass(frozen=True)
+class Summary:
+    params_total: int
+    params_active: int          # per token: everything but the experts a token does not use
+    weight_bytes: int           # bytes of the tensors the model uses
+    bytes_per_token: int        # weight bytes one decode step reads (embedding row, not table)
+    kv_bytes_per_token: int     # KV cache bytes per cached position (f32 K and V, all layers)
+    dtypes: dict[str, int]      # dtype -> tensor count
+
+
+def summarize(model) -> Summary:
+    c = model.config
+    total = active = nbytes = read = 0
+    dtypes: Counter[str] = Counter()
+    unused_expert_share = (c.num_experts - c.top_k) / c.num_experts if c.num_experts else 0.0
+    for slot in model._slots:
+        view = model._checkpoint.tensor(slot.name)
+        n = int(np.prod(view.shape))
+        size = n * DTYPE_BYTES[view.dtype]
+        dtypes[view.dtype] += 1
+        total += n
+        nbytes += size
+        share = (1.0 - unused_expert_share) if slot.kind in EXPERT_KINDS else 1.0
+        active += round(n * share)
+        if slot.kind == "TOKEN_EMBD":
+            read += size // c.vocab_size          # one row per token
+            if c.tied_embeddings:
+                read += size                      # the whole table again as lm_head
+        else:
+            read += round(size * share)
+    kv = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
+    return Summary(total, active, nbytes, read, kv, dict(dtypes))
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def human_count(n: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(n)

@@ -1,0 +1,149 @@
+"""Shared fixtures: tiny random Hugging Face models built with transformers' own classes."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Tiny random checkpoints, one family per architecture: odd sizes, GQA ratios,
+# top-k from 1 to 4, tied and untied embeddings, shared experts on and off,
+# dense layers mixed into MoE stacks. initializer_range is raised so logits are
+# well separated (argmax comparisons in bf16 are then meaningful).
+COMMON = dict(initializer_range=0.08, max_position_embeddings=256, bos_token_id=None, pad_token_id=None)
+
+TINY_MODELS = {
+    "mixtral-a": ("mixtral", dict(vocab_size=97, hidden_size=48, intermediate_size=40, num_hidden_layers=2,
+                                  num_attention_heads=6, num_key_value_heads=2, num_local_experts=5,
+                                  num_experts_per_tok=2, eos_token_id=96)),
+    "mixtral-b": ("mixtral", dict(vocab_size=131, hidden_size=36, intermediate_size=52, num_hidden_layers=3,
+                                  num_attention_heads=3, num_key_value_heads=3, num_local_experts=4,
+                                  num_experts_per_tok=1, tie_word_embeddings=True, eos_token_id=130,
+                                  rope_theta=500.0, sliding_window=7)),
+    "qwen2_moe-a": ("qwen2_moe", dict(vocab_size=113, hidden_size=40, intermediate_size=56, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, num_experts=6,
+                                      num_experts_per_tok=3, moe_intermediate_size=20,
+                                      shared_expert_intermediate_size=44, norm_topk_prob=False,
+                                      mlp_only_layers=[1], eos_token_id=112)),
+    "qwen2_moe-b": ("qwen2_moe", dict(vocab_size=89, hidden_size=32, intermediate_size=24, num_hidden_layers=4,
+                                      num_attention_heads=8, num_key_value_heads=1, num_experts=8,
+                                      num_experts_per_tok=4, moe_intermediate_size=12,
+                                      shared_expert_intermediate_size=28, norm_topk_prob=True,
+                                      decoder_sparse_step=2, tie_word_embeddings=True, eos_token_id=88)),
+    "qwen3_moe-a": ("qwen3_moe", dict(vocab_size=101, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=10,
+                                      num_experts=7, num_experts_per_tok=2, moe_intermediate_size=22,
+                                      norm_topk_prob=True, eos_token_id=100)),
+    "qwen3_moe-b": ("qwen3_moe", dict(vocab_size=77, hidden_size=30, intermediate_size=34, num_hidden_layers=3,
+                                      num_attention_heads=5, num_key_value_heads=5, head_dim=6,
+                                      num_experts=4, num_experts_per_tok=4, moe_intermediate_size=18,
+                                      norm_topk_prob=False, mlp_only_layers=[0], tie_word_embeddings=True,
+                                      eos_token_id=76,
+                                      rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                           original_max_position_embeddings=64))),
+    "olmoe-a": ("olmoe", dict(vocab_size=109, hidden_size=56, intermediate_size=26, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=4, num_experts=6, num_experts_per_tok=2,
+                              eos_token_id=108)),
+    "olmoe-b": ("olmoe", dict(vocab_size=83, hidden_size=36, intermediate_size=20, num_hidden_layers=3,
+                              num_attention_heads=6, num_key_value_heads=3, num_experts=5, num_experts_per_tok=3,
+                              norm_topk_prob=True, clip_qkv=0.5, tie_word_embeddings=True, eos_token_id=82)),
+    "llama-a": ("llama", dict(vocab_size=91, hidden_size=40, intermediate_size=72, num_hidden_layers=2,
+                              num_attention_heads=5, num_key_value_heads=1, eos_token_id=90,
+                              rope_parameters=dict(rope_type="llama3", rope_theta=50000.0, factor=8.0,
+                                                   low_freq_factor=1.0, high_freq_factor=4.0,
+                                                   original_max_position_embeddings=32))),
+    "llama-b": ("llama", dict(vocab_size=67, hidden_size=24, intermediate_size=30, num_hidden_layers=3,
+                              num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                              eos_token_id=66,
+                              rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0))),
+}
+
+_CLASSES = {
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+}
+
+
+@dataclass
+class TinyModel:
+    name: str
+    model_type: str
+    path: Path             # f32 checkpoint directory
+    path_bf16: Path        # the same weights rounded to bf16
+    reference: object      # transformers model, float32, eval mode
+    reference_bf16: object # transformers model, bfloat16
+
+
+def _eager_experts(model):
+    """Use transformers' plain per-expert loop (its grouped_mm path rejects odd bf16 sizes)."""
+    if model_type_has_experts(model):
+        model.set_experts_implementation("eager")
+    return model
+
+
+def model_type_has_experts(model) -> bool:
+    return model.config.model_type != "llama"
+
+
+def build_tiny_model(name: str, root: Path) -> TinyModel:
+    """Create, save (f32 and bf16) and return one of TINY_MODELS with its transformers reference."""
+    import torch
+    import transformers
+
+    model_type, kwargs = TINY_MODELS[name]
+    config_cls, model_cls = (getattr(transformers, n) for n in _CLASSES[model_type])
+    config = config_cls(**{**COMMON, **kwargs})
+    torch.manual_seed(sum(map(ord, name)))
+    model = _eager_experts(model_cls(config).eval())
+    # Norm weights default to ones; randomise them so a mis-applied norm cannot pass.
+    with torch.no_grad():
+        for pname, param in model.named_parameters():
+            if pname.endswith("norm.weight"):
+                param.copy_(1.0 + 0.2 * torch.randn_like(param))
+    path = root / name
+    model.save_pretrained(path)
+    model_bf16 = _eager_experts(model_cls(config).eval())
+    model_bf16.load_state_dict(model.state_dict())
+    model_bf16 = model_bf16.to(torch.bfloat16)
+    path_bf16 = root / f"{name}-bf16"
+    model_bf16.save_pretrained(path_bf16)
+    return TinyModel(name, model_type, path, path_bf16, model, model_bf16)
+
+
+_cache: dict[str, TinyModel] = {}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_models")
+
+    def get(name: str) -> TinyModel:
+        if name not in _cache:
+            _cache[name] = build_tiny_model(name, root)
+        return _cache[name]
+
+    return get
+
+
+@pytest.fixture(params=sorted(TINY_MODELS), scope="session")
+def tiny(request, tiny_model_factory) -> TinyModel:
+    return tiny_model_factory(request.param)
+
+
+@pytest.fixture(params=sorted(n for n, (t, _) in TINY_MODELS.items() if t != "llama"), scope="session")
+def tiny_moe(request, tiny_model_factory) -> TinyModel:
+    return tiny_model_factory(request.param)
+
+
+def token_ids(vocab_size: int, n: int, seed: int) -> list[int]:
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, vocab_size, size=n).tolist()
+
+
+def pytest_configure(config):
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
