@@ -1,0 +1,263 @@
+"""The `colibri` command: run, route, inspect, check.
+
+Flag names follow llama-cli where they overlap. Bad input prints one line on
+stderr and exits 2 (a failed check or an --expected-experts mismatch exits 1);
+--debug shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import ModelError
+
+DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
+
+
+class UsageError(Exception):
+    """Bad command-line input that argparse itself cannot catch."""
+
+
+def _demo_model_path() -> Path:
+    if not (DEMO_MODEL / "config.json").is_file():
+        raise ModelError(f"{DEMO_MODEL}: no bundled demo model in this installation; pass a MODEL path")
+    return DEMO_MODEL
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _sampling_kwargs(args) -> dict:
+    return dict(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                repetition_penalty=args.repeat_penalty, seed=args.seed)
+
+
+# ---- run --------------------------------------------------------------------
+def cmd_run(args) -> int:
+    import colibri
+
+    path = Path(args.model) if args.model else _demo_model_path()
+    with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size) as model:
+        if args.prompt is not None:
+            for piece in model.generate(args.prompt, max_tokens=args.n_predict, stream=True,
+                                        **_sampling_kwargs(args)):
+                sys.stdout.write(piece.text)
+                sys.stdout.flush()
+            sys.stdout.write("\n")
+            return 0
+        return _interactive_chat(model, args)
+
+
+def _interactive_chat(model, args) -> int:
+    """A read-reply loop on stdin; uses the chat template when the model has one."""
+    has_template = model.tokenizer is not None and bool(model.tokenizer.chat_template)
+    messages: list[dict] = []
+    if args.system:
+        messages.append({"role": "system", "content": args.system})
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            sys.stdout.write("> ")
+            sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        text = line.rstrip("\n")
+        if not text.strip():
+            continue
+        if has_template:
+            messages.append({"role": "user", "content": text})
+            stream = model.chat(messages, max_tokens=args.n_predict, stream=True, **_sampling_kwargs(args))
+        else:
+            stream = model.generate(text, max_tokens=args.n_predict, stream=True, **_sampling_kwargs(args))
+        reply = []
+        for piece in stream:
+            reply.append(piece.text)
+            sys.stdout.write(piece.text)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        if has_template:
+            messages.append({"role": "assistant", "content": "".join(reply)})
+
+
+# ---- route ------------------------------------------------------------------
+def _parse_experts(text: str) -> list[int]:
+    try:
+        experts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--expected-experts: expected comma-separated expert ids, got {text!r}") from None
+    if not experts:
+        raise UsageError("--expected-experts: no expert ids given")
+    return experts
+
+
+def cmd_route(args) -> int:
+    import numpy as np
+
+    import colibri
+
+    expected = _parse_experts(args.expected_experts) if args.expected_experts is not None else None
+    with colibri.load(args.model, threads=args.threads) as model:
+        c = model.config
+        if not c.moe_layers:
+            raise UsageError(f"{args.model}: the model has no MoE layers")
+        if args.layer is not None and args.layer not in c.moe_layers:
+            raise UsageError(f"--layer {args.layer}: not a MoE layer (MoE layers: "
+                             f"{', '.join(map(str, c.moe_layers))})")
+        tok = model._require_tokenizer()
+        ids = tok.encode(args.input)
+        if not ids:
+            raise UsageError("--input encodes to no tokens")
+        routes = [r for r in model.route(ids) if args.layer is None or r.layer == args.layer]
+        np.set_printoptions(precision=4, suppress=True, linewidth=160)
+        for r in routes:
+            print(f"layer {r.layer}")
+            for t, token in enumerate(ids):
+                piece = tok.decode([token])
+                experts = " ".join(str(e) for e in r.experts[t])
+                gates = " ".join(f"{g:.4f}" for g in r.gates[t])
+                print(f"  [{t:3d}] {token:6d} {piece!r:>14}  experts {experts}  gates {gates}")
+                print(f"        logits {np.array2string(r.router_logits[t])}")
+        if expected is not None:
+            check = routes[0]
+            position = args.position if args.position >= 0 else len(ids) + args.position
+            if not 0 <= position < len(ids):
+                raise UsageError(f"--position {args.position}: out of range for {len(ids)} tokens")
+            got = sorted(int(e) for e in check.experts[position])
+            if got != sorted(expected):
+                print(f"MISMATCH layer {check.layer} token {position}: selected {got}, expected "
+                      f"{sorted(expected)}", file=sys.stderr)
+                return 1
+            print(f"OK layer {check.layer} token {position}: selected {got}")
+    return 0
+
+
+# ---- inspect ----------------------------------------------------------------
+def cmd_inspect(args) -> int:
+    import colibri
+
+    from .summary import human_bytes, human_count, summarize
+
+    with colibri.load(args.model, threads=1, n_ctx=16) as model:
+        c, s = model.config, summarize(model)
+        rows = [
+            ("path", str(model.path)),
+            ("architecture", c.architecture),
+            ("layers", f"{c.num_layers} ({len(c.moe_layers)} MoE)"),
+            ("hidden size", str(c.hidden_size)),
+            ("attention", f"{c.num_heads} query heads, {c.num_kv_heads} KV heads, head dim {c.head_dim}"),
+            ("vocabulary", str(c.vocab_size)),
+            ("context length", str(c.context_length)),
+        ]
+        if c.moe_layers:
+            shared = f", shared expert {c.shared_expert_intermediate_size}" if c.shared_expert_intermediate_size else ""
+            rows += [("experts per MoE layer", f"{c.num_experts}, top-{c.top_k}, width {c.expert_intermediate_size}"
+                      f"{shared}, {'renormalised' if c.router_renormalize else 'not renormalised'}"),
+                     ("MoE layers", ", ".join(map(str, c.moe_layers)))]
+        rows += [
+            ("parameters", f"{human_count(s.params_total)} total, {human_count(s.params_active)} active per token"),
+            ("dtypes", ", ".join(f"{d} x{n}" for d, n in sorted(s.dtypes.items()))),
+            ("weights", human_bytes(s.weight_bytes) + " (memory-mapped, used in place)"),
+            ("read per decode token", human_bytes(s.bytes_per_token)),
+            ("KV cache", f"{human_bytes(s.kv_bytes_per_token)} per position"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+# ---- check ------------------------------------------------------------------
+def cmd_check(args) -> int:
+    import colibri
+
+    from .formats.safetensors import scan_nonfinite
+
+    with colibri.load(args.model, threads=1, n_ctx=16) as model:
+        print(f"{model.path}: {len(model._slots)} tensors, headers, offsets, shapes and dtypes valid")
+        bad = 0
+        if args.scan:
+            for slot in model._slots:
+                n = scan_nonfinite(model._checkpoint.tensor(slot.name))
+                if n:
+                    bad += 1
+                    print(f"tensor '{slot.name}': {n} NaN/Inf values", file=sys.stderr)
+            print(f"NaN/Inf scan: {'clean' if not bad else f'{bad} tensors with non-finite values'}")
+        if model.tokenizer is None:
+            print("note: no tokenizer.json (token ids only)")
+    return 1 if bad else 0
+
+
+# ---- entry point ------------------------------------------------------------
+def _sampling_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temp", type=float, default=None, help="temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--min-p", type=float, default=None)
+    p.add_argument("--repeat-penalty", type=float, default=None)
+    p.add_argument("-s", "--seed", type=int, default=None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="colibri", description="Mixture-of-Experts inference on CPUs")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="complete a prompt (-p) or chat interactively")
+    run.add_argument("model", nargs="?", help="model directory (default: the bundled demo model)")
+    run.add_argument("-p", "--prompt")
+    run.add_argument("-n", "--n-predict", type=_positive_int, default=128, help="tokens to generate")
+    run.add_argument("-t", "--threads", type=_positive_int, default=None)
+    run.add_argument("-c", "--ctx-size", type=_positive_int, default=None)
+    run.add_argument("--system", help="system message for interactive chat")
+    _sampling_flags(run)
+    run.set_defaults(func=cmd_run)
+
+    route = sub.add_parser("route", help="show router logits, experts and gates per token")
+    route.add_argument("model")
+    route.add_argument("--input", required=True)
+    route.add_argument("--layer", type=int, default=None, help="only this MoE layer")
+    route.add_argument("--expected-experts", help="comma-separated experts the token at --position must "
+                       "select in the first shown layer; exit 1 on a mismatch")
+    route.add_argument("--position", type=int, default=-1, help="token checked by --expected-experts "
+                       "(default -1: the last)")
+    route.add_argument("-t", "--threads", type=_positive_int, default=None)
+    route.set_defaults(func=cmd_route)
+
+    inspect = sub.add_parser("inspect", help="architecture, parameters, dtypes, memory")
+    inspect.add_argument("model")
+    inspect.set_defaults(func=cmd_inspect)
+
+    check = sub.add_parser("check", help="full integrity check of a model")
+    check.add_argument("model")
+    check.add_argument("--no-scan", dest="scan", action="store_false", help="skip the NaN/Inf scan")
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (ModelError, UsageError, ValueError, OSError) as exc:
+        if args.debug:
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"colibri: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
