@@ -188,6 +188,25 @@ def sparse_layers(cfg: ConfigReader, num_layers: int, num_experts: int) -> tuple
     return tuple(l for l in range(num_layers) if l not in mlp_only and (l + 1) % step == 0)
 
 
+def qwen_moe_fields(cfg: ConfigReader, experts_key: str) -> dict[str, Any]:
+    """The MoE fields the Qwen MoE configs share: sparse layers chosen by mlp_only_layers /
+    decoder_sparse_step, dense layers of intermediate_size, experts of moe_intermediate_size,
+    top-k renormalised only with norm_topk_prob."""
+    if cfg.bool("use_sliding_window", False):
+        raise cfg.error("use_sliding_window", "= true is not supported yet")
+    layers = cfg.int("num_hidden_layers", max=4096)
+    experts = cfg.int(experts_key, 0, min=0, max=4096)
+    moe_layers = sparse_layers(cfg, layers, experts)
+    return dict(
+        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if len(moe_layers) < layers else 0,
+        num_experts=experts,
+        top_k=cfg.int("num_experts_per_tok", max=4096) if experts else 0,
+        expert_intermediate_size=cfg.int("moe_intermediate_size", max=1 << 20) if experts else 0,
+        moe_layers=moe_layers,
+        router_renormalize=cfg.bool("norm_topk_prob", False),
+    )
+
+
 # Hugging Face tensor names of the llama family; architectures override entries.
 # {l} is the layer index, {e} the expert index.
 LLAMA_NAMES: dict[str, str] = {
