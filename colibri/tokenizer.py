@@ -173,14 +173,19 @@ class Tokenizer:
         return self._anchor_ids
 
     def _checked_ids(self, ids) -> list[int]:
-        """``ids`` as Python ints, each an integer in [0, vocab_size), else ValueError."""
+        """``ids`` as Python ints, each a non-negative integer, else ValueError.
+
+        Ids at or past vocab_size decode to nothing, as in HF tokenizers: models
+        often pad their embedding table past the tokenizer's vocabulary, and a
+        sampled padding id must not abort a generation.
+        """
         try:
             checked = [operator.index(i) for i in ids]
         except TypeError:
             raise ValueError(f"token ids must be integers, got {ids!r:.80}") from None
         for token_id in checked:
-            if not 0 <= token_id < self.vocab_size:
-                raise ValueError(f"token id {token_id} is outside the vocabulary [0, {self.vocab_size})")
+            if token_id < 0:
+                raise ValueError(f"token id {token_id} is negative")
         return checked
 
 
