@@ -5,12 +5,11 @@ import os
 from pathlib import Path
 
 from .errors import ModelError
-from .formats.hf_dir import HFCheckpoint
+from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 from .native_model import NativeModel, WeightRef
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 DEFAULT_CONTEXT = 4096
 
 

@@ -1,6 +1,6 @@
 """The C core on its own: build libcolibri with plain CMake (normal and with
 ASan+UBSan), then run the C example (no Python involved) and the C test
-program in both builds.
+programs (test_core, test_quant) in both builds.
 
 LeakSanitizer: enabled (detect_leaks=1) when a probe shows it works here
 (it needs ptrace, which some containers forbid); otherwise detect_leaks=0 and
@@ -8,11 +8,13 @@ the test says so in its output.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +93,51 @@ def test_c_core_tests_pass(builds, variant):
     assert failed == 0 and passed > 100, output
 
 
+@pytest.mark.parametrize("variant", ["normal", "sanitize"])
+def test_c_quant_tests_pass(builds, variant):
+    """Block types Q8_0 / Q4_0 / Q4_1: layouts, round-trip bounds, exact integer
+    parts, quantized matmul vs a float64 reference (NMSE <= 5e-4)."""
+    build_dir, env = builds[variant]
+    output = _run(build_dir / "test_quant", env)
+    summary = output.strip().splitlines()[-1]
+    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    assert failed == 0 and passed > 80, output
+
+
 def test_c_demo_same_in_both_builds(builds):
     """The demo's output is fixed by its weights: the sanitizer build must match it bit for bit."""
     outputs = [_run(builds[name][0] / "colibri_demo", builds[name][1]) for name in ("normal", "sanitize")]
     assert outputs[0] == outputs[1]
+
+
+def test_block_quantization_matches_gguf(tmp_path):
+    """Q8_0 / Q4_0 / Q4_1 quantize and dequantize agree byte for byte with the
+    gguf package's reference (the numpy port of ggml's), on varied rows."""
+    gguf = pytest.importorskip("gguf", reason="the gguf package is not installed")
+    from gguf import quants
+    kernels = ROOT / "csrc" / "kernels"
+    lib_path = tmp_path / "libquant.so"
+    subprocess.run([CC, "-shared", "-fPIC", "-O2", "-ffp-contract=off", "-I", str(ROOT / "csrc" / "include"),
+                    "-o", str(lib_path)] + [str(kernels / f) for f in ("quant.c", "quant_dot.c", "convert.c", "dot.c")]
+                   + ["-lm"], check=True, capture_output=True)
+    lib = ctypes.CDLL(str(lib_path))
+    rng = np.random.default_rng(0)
+    n = 32 * 64
+    rows = {  # x: [n] each
+        "normal": rng.standard_normal(n), "shifted": rng.random(n) * 5 + 2,
+        "tiny": rng.standard_normal(n) * 1e-4, "half-steps": np.round(rng.standard_normal(n) * 4) / 2,
+    }
+    for name, block_bytes in (("Q8_0", 34), ("Q4_0", 18), ("Q4_1", 20)):
+        qtype = getattr(gguf.GGMLQuantizationType, name)
+        for kind, x in rows.items():
+            x = np.ascontiguousarray(x, dtype=np.float32)
+            want = quants.quantize(x.reshape(1, n), qtype).tobytes()
+            got = ctypes.create_string_buffer(n // 32 * block_bytes)
+            getattr(lib, f"colibri_quantize_row_{name.lower()}")(
+                x.ctypes.data_as(ctypes.c_void_p), got, ctypes.c_int64(n))
+            assert got.raw == want, f"{name} {kind}: quantized bytes differ from gguf's"
+            y = np.zeros(n, np.float32)
+            getattr(lib, f"colibri_dequantize_row_{name.lower()}")(
+                got, y.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(n))
+            want_y = quants.dequantize(np.frombuffer(want, dtype=np.uint8).reshape(1, -1), qtype).ravel()
+            assert np.array_equal(y, want_y), f"{name} {kind}: dequantized values differ from gguf's"

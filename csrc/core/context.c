@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "../kernels/quant.h"
 
 #define COLIBRI_ALIGN 64
 #define COLIBRI_MAX_THREADS 512
@@ -40,6 +41,17 @@ static void *colibri_arena_take(colibri_arena_plan *p, size_t elem, size_t a, si
 static size_t colibri_max3(size_t a, size_t b, size_t c) {
     size_t ab = a > b ? a : b;
     return ab > c ? ab : c;
+}
+
+/* Bytes of quantized activations one matmul run can need: at most T*(k+1)
+ * distinct rows (the routed experts' gathered rows plus the shared expert's)
+ * of at most X elements, once per quantized activation type the model uses. */
+static size_t colibri_xq_bytes_per_row(const colibri_model *m, size_t X) {
+    size_t bytes = 0;
+    for (int32_t act = 0; act < COLIBRI_TYPE_COUNT; act++) {
+        if (m->act_types & (1u << act)) bytes += (size_t)colibri_row_bytes(act, (int64_t)X);
+    }
+    return bytes;
 }
 
 /* Lays out (or, with p->base NULL, measures) every buffer of ctx. */
@@ -82,6 +94,9 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->eg = colibri_arena_take(p, f, T, k, Fe, 1);
     s->eu = colibri_arena_take(p, f, T, k, Fe, 1);
     s->yg = colibri_arena_take(p, f, T, k, D, 1);
+    size_t X = colibri_max3(colibri_max3(D, Q, F), Fe, 0);
+    s->xq = colibri_arena_take(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1, 1, 1);
+    s->job_xq = colibri_arena_take(p, sizeof(void *), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->mlps = colibri_arena_take(p, sizeof(colibri_mlp), E + 1, 1, 1, 1);
     s->jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), 2 * (E + 1), 1, 1, 1);
     s->wanted = colibri_arena_take(p, i32, T, 1, 1, 1);

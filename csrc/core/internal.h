@@ -42,6 +42,8 @@ struct colibri_model {
     uint8_t *layer_is_moe;       /* layer_is_moe: [n_layer] */
     colibri_tensor global[3];    /* TOKEN_EMBD, OUTPUT_NORM, OUTPUT */
     colibri_layer *layers;       /* layers: [n_layer] */
+    uint32_t act_types;          /* bit t set: some weight's vec_dot takes activations of
+                                    quantized type t (Q8_0, Q8_1); sizes ctx scratch xq */
     int finalized;
 };
 
@@ -60,6 +62,10 @@ typedef struct colibri_matmul_job {
     int64_t y_stride;
     int32_t n;
 } colibri_matmul_job;
+
+/* A matmul pool run takes at most this many jobs (more are run in chunks):
+ * one step's gate+up jobs of every expert and the shared expert, and >= 3 (Q, K, V). */
+#define COLIBRI_MATMUL_JOBS_MAX(n_expert) (2 * ((int64_t)(n_expert) + 1) + 1)
 
 /* One SwiGLU MLP over n rows: y = down(silu(gate x) * (up x)). */
 typedef struct colibri_mlp {
@@ -100,6 +106,10 @@ typedef struct colibri_scratch {
     float *eg;             /* eg: [T*k, Fe] routed expert gate activations */
     float *eu;             /* eu: [T*k, Fe] routed expert up activations */
     float *yg;             /* yg: [T*k, D] routed expert outputs, expert order */
+    void *xq;              /* xq: one matmul run's activation rows quantized per block: at
+                              most T*(k+1) rows of X = max(D, Q, F, Fe) per quantized
+                              activation type in use; empty when no weight is a block type */
+    const void **job_xq;   /* job_xq: [COLIBRI_MATMUL_JOBS_MAX(E)] each job's rows in xq */
     colibri_mlp *mlps;     /* mlps: [E + 1] one step's MLPs (experts + shared) */
     colibri_matmul_job *jobs;  /* jobs: [2*(E + 1)] one pool run's matmuls */
     int32_t *wanted;       /* wanted: [T] token indices whose logits are wanted */
@@ -119,8 +129,10 @@ struct colibri_context {
 };
 
 /* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */
-/* Runs every job in one pool run; output rows are split over threads by
- * (job, row), so each y element is computed by one thread, one dot call. */
+/* Quantizes the activations of block-type jobs into s.xq (once per distinct
+ * (x, n, activation type) in the run), then runs every job in one pool run;
+ * output rows are split over threads by (job, row), so each y element is
+ * computed by one thread, one dot call. */
 void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs);
 /* Runs a set of SwiGLU MLPs with two pool runs (gate+up, then down). */
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps);

@@ -1,18 +1,22 @@
 /*
  * matmul.c — threaded matrix products and SwiGLU MLPs over the pool.
  *
- * Determinism rule: every output element y[t, r] is ONE call of the dot
+ * Determinism rule: every output element y[t, r] is ONE call of the vec_dot
  * kernel for W's dtype over the full row, computed by exactly one thread.
  * Threads split the output rows (never the reduction axis), so neither the
- * thread count nor the number of tokens changes any element's value.
+ * thread count nor the number of tokens changes any element's value. For
+ * block-type weights each activation row is first quantized on its own
+ * (per block, independent of the other rows), so that holds for them too.
  */
 #include "internal.h"
 #include "../kernels/kernels.h"
+#include "../kernels/quant.h"
 
 typedef struct colibri_matmul_task {
     const colibri_matmul_job *jobs;
+    const void *const *job_xq;   /* job_xq: [n_jobs] quantized x rows, NULL for float weights */
     int32_t n_jobs;
-    int64_t total_work;   /* sum over jobs of rows * max(n, 1) */
+    int64_t total_work;          /* sum over jobs of rows * max(n, 1) */
 } colibri_matmul_task;
 
 static int64_t colibri_job_row_cost(const colibri_matmul_job *job) {
@@ -36,13 +40,17 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             /* first row r with offset + r*cost >= lo, first row at or past hi */
             int64_t r0 = lo > offset ? (lo - offset + cost - 1) / cost : 0;
             int64_t r1 = hi < job_end ? (hi - offset + cost - 1) / cost : rows;
-            colibri_dot_fn dot = colibri_dot_for(job->w->dtype);
+            const colibri_type_traits *type = colibri_type_traits_of(job->w->dtype);
             int64_t cols = job->w->cols;
-            int64_t row_bytes = cols * colibri_dtype_size(job->w->dtype);
+            int64_t row_bytes = colibri_row_bytes(job->w->dtype, cols);
+            /* x rows: the f32 rows, or their quantized copies (contiguous) */
+            const char *x = task->job_xq[j] ? (const char *)task->job_xq[j] : (const char *)job->x;
+            int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, cols)
+                                                  : job->x_stride * (int64_t)sizeof(float);
             for (int64_t r = r0; r < r1; r++) {
                 const void *w_row = (const char *)job->w->data + r * row_bytes;  /* w_row: [cols] */
                 for (int32_t t = 0; t < job->n; t++) {
-                    job->y[t * job->y_stride + r] = dot(w_row, job->x + t * job->x_stride, cols);
+                    job->y[t * job->y_stride + r] = type->vec_dot(w_row, x + t * x_row_bytes, cols);
                 }
             }
         }
@@ -50,10 +58,49 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
     }
 }
 
+/* Whether jobs a and b read the same activation rows in the same type. */
+static int colibri_same_input(const colibri_matmul_job *a, const colibri_matmul_job *b, int32_t act) {
+    return a->x == b->x && a->x_stride == b->x_stride && a->n == b->n && a->w->cols == b->w->cols &&
+           colibri_type_traits_of(a->w->dtype)->act_type == act;
+}
+
+/* Fills job_xq[j] for each job: NULL for float weights, else its x rows
+ * quantized to the weight's activation type in ctx->s.xq — once per distinct
+ * input, shared by every job (and every weight row) that reads it. Runs on the
+ * calling thread; each row's blocks depend on that row only. */
+static void colibri_matmul_quantize_inputs(colibri_context *ctx, const colibri_matmul_job *jobs,
+                                           int32_t n_jobs, const void **job_xq) {
+    char *next = (char *)ctx->s.xq;   /* next free byte of xq */
+    for (int32_t j = 0; j < n_jobs; j++) {
+        const colibri_matmul_job *job = &jobs[j];
+        int32_t act = colibri_type_traits_of(job->w->dtype)->act_type;
+        job_xq[j] = NULL;
+        if (act == COLIBRI_DTYPE_F32 || job->n == 0) continue;
+        for (int32_t i = 0; i < j && !job_xq[j]; i++) {
+            if (job_xq[i] && colibri_same_input(&jobs[i], job, act)) job_xq[j] = job_xq[i];
+        }
+        if (job_xq[j]) continue;
+        const colibri_type_traits *act_type = colibri_type_traits_of(act);
+        int64_t cols = job->w->cols, row_bytes = colibri_row_bytes(act, cols);
+        for (int32_t t = 0; t < job->n; t++) {   /* xq rows: [n, cols] in act */
+            act_type->from_f32(job->x + t * job->x_stride, next + t * row_bytes, cols);
+        }
+        job_xq[j] = next;
+        next += job->n * row_bytes;
+    }
+}
+
 void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs) {
-    colibri_matmul_task task = {jobs, n_jobs, 0};
-    for (int32_t j = 0; j < n_jobs; j++) task.total_work += jobs[j].w->rows * colibri_job_row_cost(&jobs[j]);
-    colibri_threadpool_run(ctx->pool, colibri_matmul_task_run, &task);
+    int32_t chunk = (int32_t)COLIBRI_MATMUL_JOBS_MAX(ctx->model->hp.n_expert);
+    for (int32_t first = 0; first < n_jobs; first += chunk) {
+        int32_t n = n_jobs - first < chunk ? n_jobs - first : chunk;
+        colibri_matmul_quantize_inputs(ctx, jobs + first, n, ctx->s.job_xq);
+        colibri_matmul_task task = {jobs + first, ctx->s.job_xq, n, 0};
+        for (int32_t j = 0; j < n; j++) {
+            task.total_work += jobs[first + j].w->rows * colibri_job_row_cost(&jobs[first + j]);
+        }
+        colibri_threadpool_run(ctx->pool, colibri_matmul_task_run, &task);
+    }
 }
 
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps) {

@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "../kernels/kernels.h"
+#include "../kernels/quant.h"
 
 static const char *const colibri_kind_names[COLIBRI_T_COUNT] = {
     "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
@@ -22,6 +23,16 @@ static int colibri_kind_is_global(int32_t kind) {
 
 static int colibri_kind_is_expert(int32_t kind) {
     return kind >= COLIBRI_T_EXPERT_GATE && kind <= COLIBRI_T_EXPERT_DOWN;
+}
+
+/* Norms and biases: read whole as 1-D vectors, never multiplied as matrices. */
+static int colibri_kind_is_vector(int32_t kind) {
+    switch (kind) {
+    case COLIBRI_T_OUTPUT_NORM: case COLIBRI_T_ATTN_NORM: case COLIBRI_T_BQ: case COLIBRI_T_BK:
+    case COLIBRI_T_BV: case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: case COLIBRI_T_FFN_NORM:
+        return 1;
+    default: return 0;
+    }
 }
 
 /* ---- hyperparameters ---------------------------------------------------- */
@@ -241,7 +252,7 @@ COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t
     if (!data) {
         return colibri_error_set(COLIBRI_ERR_INVALID, "tensor %s (layer %d): data is NULL", name, layer);
     }
-    if (colibri_dtype_size(dtype) == 0) {
+    if (!colibri_type_is_weight(dtype)) {
         return colibri_error_set(COLIBRI_ERR_SHAPE, "tensor %s (layer %d): unknown dtype %d", name,
                                  layer, dtype);
     }
@@ -251,6 +262,17 @@ COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t
                                  name, layer, (long long)want_rows, (long long)want_cols,
                                  (long long)rows, (long long)cols);
     }
+    const colibri_type_traits *type = colibri_type_traits_of(dtype);
+    if (type->block_elems > 1 && colibri_kind_is_vector(kind)) {
+        return colibri_error_set(COLIBRI_ERR_SHAPE, "tensor %s (layer %d): dtype %s is for matrices; "
+                                 "norms and biases must be F32, F16 or BF16", name, layer, type->name);
+    }
+    if (cols % type->block_elems != 0) {
+        return colibri_error_set(COLIBRI_ERR_SHAPE, "tensor %s (layer %d): dtype %s needs cols to be "
+                                 "a multiple of %lld, got %lld", name, layer, type->name,
+                                 (long long)type->block_elems, (long long)cols);
+    }
+    if (type->act_type != COLIBRI_DTYPE_F32) m->act_types |= 1u << type->act_type;
     colibri_tensor *t = (colibri_tensor *)colibri_model_tensor(m, kind, layer, expert);
     t->data = data;
     t->dtype = dtype;

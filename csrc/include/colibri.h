@@ -46,11 +46,22 @@ typedef enum colibri_status {
     COLIBRI_ERR_STATE = 5      /* call order violated (e.g. forward before finalize) */
 } colibri_status;
 
-/* ---- element types of weights ----------------------------------------- */
+/* ---- element types of weights -----------------------------------------
+ * The block types store each run of 32 elements of a row as one block, in
+ * the GGUF / ggml byte layout (so GGUF tensors are used in place); they are
+ * for matrices whose cols is a multiple of 32 (1-D norms and biases stay F32,
+ * F16 or BF16):
+ *   Q8_0 {f16 d; int8 qs[32]}          x = d*q
+ *   Q4_0 {f16 d; uint8 qs[16]}         x = d*(q-8), element j < 16 in the low
+ *                                      nibble of qs[j], j+16 in the high one
+ *   Q4_1 {f16 d; f16 m; uint8 qs[16]}  x = d*q + m, nibbles as in Q4_0 */
 typedef enum colibri_dtype {
     COLIBRI_DTYPE_F32 = 0,
     COLIBRI_DTYPE_F16 = 1,
-    COLIBRI_DTYPE_BF16 = 2
+    COLIBRI_DTYPE_BF16 = 2,
+    COLIBRI_DTYPE_Q8_0 = 3,
+    COLIBRI_DTYPE_Q4_0 = 4,
+    COLIBRI_DTYPE_Q4_1 = 5
 } colibri_dtype;
 
 /* ---- how q/k RMSNorm applies (if at all) ------------------------------- */

@@ -74,24 +74,3 @@ uint16_t colibri_f32_to_bf16(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
-
-void colibri_row_to_f32(const void *src, int32_t dtype, int64_t offset, int64_t n, float *dst) {
-    if (dtype == COLIBRI_DTYPE_F32) {
-        memcpy(dst, (const float *)src + offset, (size_t)n * sizeof(float));
-    } else if (dtype == COLIBRI_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)src + offset;
-        for (int64_t i = 0; i < n; i++) dst[i] = colibri_f16_to_f32(s[i]);
-    } else {
-        const uint16_t *s = (const uint16_t *)src + offset;
-        for (int64_t i = 0; i < n; i++) dst[i] = colibri_bf16_to_f32(s[i]);
-    }
-}
-
-int64_t colibri_dtype_size(int32_t dtype) {
-    switch (dtype) {
-    case COLIBRI_DTYPE_F32: return 4;
-    case COLIBRI_DTYPE_F16: return 2;
-    case COLIBRI_DTYPE_BF16: return 2;
-    default: return 0;
-    }
-}

@@ -1,6 +1,6 @@
 /*
- * dot.c — scalar reference dot products (weight row . f32 activation) and
- * the dtype → kernel dispatch table.
+ * dot.c — scalar reference dot products of a float-type weight row with an
+ * f32 activation row (the type table in quant.c points at them).
  *
  * One accumulation order for every dtype and every caller: 8 independent
  * partial sums over blocks of 8 (compilers vectorise this without
@@ -10,8 +10,9 @@
 #include "kernels.h"
 
 #define COLIBRI_DOT_DEFINE(NAME, WTYPE, LOAD)                                  \
-    float NAME(const void *wv, const float *x, int64_t n) {                   \
+    float NAME(const void *wv, const void *xv, int64_t n) {                   \
         const WTYPE *w = (const WTYPE *)wv;                                    \
+        const float *x = (const float *)xv;                                    \
         float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};       \
         int64_t i = 0;                                                         \
         for (; i + 8 <= n; i += 8) {                                           \
@@ -28,15 +29,3 @@
 COLIBRI_DOT_DEFINE(colibri_dot_f32, float, COLIBRI_LOAD_F32)
 COLIBRI_DOT_DEFINE(colibri_dot_f16, uint16_t, colibri_f16_to_f32)
 COLIBRI_DOT_DEFINE(colibri_dot_bf16, uint16_t, colibri_bf16_to_f32)
-
-/* The dispatch table; SIMD kernels will replace entries once at load time. */
-static const colibri_dot_fn colibri_dot_table[] = {
-    [COLIBRI_DTYPE_F32] = colibri_dot_f32,
-    [COLIBRI_DTYPE_F16] = colibri_dot_f16,
-    [COLIBRI_DTYPE_BF16] = colibri_dot_bf16,
-};
-
-colibri_dot_fn colibri_dot_for(int32_t dtype) {
-    if (dtype < 0 || dtype > COLIBRI_DTYPE_BF16) return 0;
-    return colibri_dot_table[dtype];
-}

@@ -3,8 +3,9 @@
  *
  * Every op here is plain portable C99 written so that compilers can
  * vectorise it, with ONE fixed accumulation order that never depends on the
- * batch size or the thread count (see docs/KERNELS.md). SIMD versions will
- * plug in through colibri_dot_for(): same signature, one file per ISA.
+ * batch size or the thread count (see docs/KERNELS.md). The per-type table
+ * (weight types F32, F16, BF16, Q8_0, Q4_0, Q4_1) is in quant.h; SIMD versions
+ * will plug into it: same signatures, one file per ISA.
  */
 #ifndef COLIBRI_KERNELS_H
 #define COLIBRI_KERNELS_H
@@ -18,20 +19,19 @@ float colibri_bf16_to_f32(uint16_t h);
 uint16_t colibri_f32_to_bf16(float f);
 
 /* dst[i] = (float) src[offset + i] for i in [0, n); src has element type dtype
- * (a colibri_dtype). Used for embedding rows and 1-D weights (norms, biases). */
+ * (a colibri_dtype; for block types offset and n are multiples of 32). Used
+ * for embedding rows and 1-D weights (norms, biases). Defined in quant.c. */
 void colibri_row_to_f32(const void *src, int32_t dtype, int64_t offset, int64_t n, float *dst);
 
-/* ---- dot products: weight row (any dtype) . f32 activation --------------
- * Fixed order: 8 partial sums over blocks of 8 elements, combined as
- * ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)), then the scalar tail added last. */
-typedef float (*colibri_dot_fn)(const void *w, const float *x, int64_t n);
-float colibri_dot_f32(const void *w, const float *x, int64_t n);   /* w: [n] f32 */
-float colibri_dot_f16(const void *w, const float *x, int64_t n);   /* w: [n] f16 */
-float colibri_dot_bf16(const void *w, const float *x, int64_t n);  /* w: [n] bf16 */
-/* The dispatch table: the dot kernel for a colibri_dtype (NULL if unknown). */
-colibri_dot_fn colibri_dot_for(int32_t dtype);
-/* Bytes per element of a colibri_dtype (0 if unknown). */
-int64_t colibri_dtype_size(int32_t dtype);
+/* ---- dot products: weight row . activation row ------------------------------
+ * x is f32 for the float weight types and a quantized row for block types
+ * (quant.h). Float types, fixed order: 8 partial sums over blocks of 8
+ * elements, combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)), then the scalar
+ * tail added last. */
+typedef float (*colibri_dot_fn)(const void *w, const void *x, int64_t n);
+float colibri_dot_f32(const void *w, const void *x, int64_t n);   /* w, x: [n] f32 */
+float colibri_dot_f16(const void *w, const void *x, int64_t n);   /* w: [n] f16, x: [n] f32 */
+float colibri_dot_bf16(const void *w, const void *x, int64_t n);  /* w: [n] bf16, x: [n] f32 */
 
 /* ---- row-wise ops --------------------------------------------------------- */
 /* y = (x * 1/sqrt(mean(x^2) + eps)) * w ; x, w, y: [n]; y may alias x. */

@@ -3,7 +3,9 @@
  * dispatcher, aggregator), self-consistency of the forward step (cached
  * step-by-step == full prefill, threads 1 == 2, alone == batched, rewind) —
  * all BITWISE, since every output element has one fixed accumulation order —
- * and every validation error path. Prints "N passed, M failed"; exit 1 on failure.
+ * and every validation error path; block-type (Q8_0, Q4_0, Q4_1) models against
+ * the same model with the dequantized weights in F32. Prints "N passed, M
+ * failed"; exit 1 on failure.
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include "colibri.h"
 #include "internal.h"
 #include "kernels.h"
+#include "quant.h"
 
 static int n_passed, n_failed;
 
@@ -42,7 +45,8 @@ typedef struct test_model {
     colibri_hparams hp;
     float inv_freq[64];       /* inv_freq: [head_dim/2] */
     uint8_t is_moe[8];        /* is_moe: [n_layer] */
-    int32_t dtype;            /* dtype of every weight */
+    int32_t dtype;            /* dtype of every weight (norms and biases: F32 if a block type) */
+    int32_t round_through;    /* a block type: weights are rounded through it, stored as F32 */
     uint64_t rng;
     void *bufs[512];          /* every weight buffer, freed with the model */
     int n_bufs;
@@ -57,19 +61,34 @@ static float test_rand(uint64_t *state) {   /* splitmix64 → uniform [-0.5, 0.5
     return (float)(z >> 40) / 16777216.0f - 0.5f;
 }
 
-/* A [rows, cols] weight of tm->dtype; values center + scale*U(-0.5, 0.5). */
+static int test_is_block_type(int32_t dtype) {
+    return colibri_type_traits_of(dtype)->block_elems > 1;
+}
+
+/* A [rows, cols] weight of tm->dtype (F32 for 1-D norms and biases of a
+ * block-type model); values center + scale*U(-0.5, 0.5), rounded through
+ * tm->round_through first when that is set. */
 static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert, int64_t rows,
                     int64_t cols, float center, float scale) {
-    int64_t n = rows * cols, size = colibri_dtype_size(tm->dtype);
-    void *buf = malloc((size_t)(n * size));
-    tm->bufs[tm->n_bufs++] = buf;
-    for (int64_t i = 0; i < n; i++) {
-        float v = center + scale * test_rand(&tm->rng);
-        if (tm->dtype == COLIBRI_DTYPE_F32) ((float *)buf)[i] = v;
-        else if (tm->dtype == COLIBRI_DTYPE_F16) ((uint16_t *)buf)[i] = colibri_f32_to_f16(v);
-        else ((uint16_t *)buf)[i] = colibri_f32_to_bf16(v);
+    int is_vector = kind == COLIBRI_T_OUTPUT_NORM || kind == COLIBRI_T_ATTN_NORM || kind == COLIBRI_T_BQ ||
+                    kind == COLIBRI_T_BK || kind == COLIBRI_T_BV || kind == COLIBRI_T_Q_NORM ||
+                    kind == COLIBRI_T_K_NORM || kind == COLIBRI_T_FFN_NORM;
+    int32_t dtype = is_vector && test_is_block_type(tm->dtype) ? COLIBRI_DTYPE_F32 : tm->dtype;
+    int64_t n = rows * cols;
+    float *values = malloc((size_t)n * sizeof(float));   /* values: [rows, cols] */
+    for (int64_t i = 0; i < n; i++) values[i] = center + scale * test_rand(&tm->rng);
+    if (tm->round_through && !is_vector) {
+        const colibri_type_traits *through = colibri_type_traits_of(tm->round_through);
+        void *q = malloc((size_t)colibri_row_bytes(tm->round_through, n));
+        through->from_f32(values, q, n);
+        through->to_f32(q, values, n);
+        free(q);
     }
-    return colibri_model_set_tensor(tm->m, kind, layer, expert, buf, tm->dtype, rows, cols);
+    void *buf = malloc((size_t)colibri_row_bytes(dtype, n));
+    colibri_type_traits_of(dtype)->from_f32(values, buf, n);
+    free(values);
+    tm->bufs[tm->n_bufs++] = buf;
+    return colibri_model_set_tensor(tm->m, kind, layer, expert, buf, dtype, rows, cols);
 }
 
 /* The default test config: layer 0 dense, layer 1 MoE with a gated shared
@@ -90,6 +109,10 @@ static void test_config(test_model *tm, int32_t dtype) {
     hp->layer_is_moe = tm->is_moe;
     tm->dtype = dtype;
     tm->rng = 1234;
+    if (test_is_block_type(dtype)) {   /* every matrix's cols a multiple of 32 */
+        hp->n_embd = 64; hp->head_dim = 16; hp->n_ff = 64; hp->n_ff_expert = 32; hp->n_ff_shared = 32;
+        for (int i = 0; i < hp->head_dim / 2; i++) tm->inv_freq[i] = powf(10000.0f, -2.0f * i / hp->head_dim);
+    }
 }
 
 /* Creates the model and sets every tensor the config calls for (this list is
@@ -310,6 +333,39 @@ static void test_threads_and_batching(int32_t dtype) {
     test_free(&tm);
 }
 
+/* A block-type model (block-type embeddings too) against its twin: the same
+ * weights dequantized to F32. They differ only by the per-block Q8_0 / Q8_1
+ * quantization of the matmul activations, so the logits agree to NMSE <= max_nmse. */
+static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
+    float logits[2][6 * 64];
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    for (int twin = 0; twin < 2; twin++) {
+        test_model tm;
+        test_config(&tm, dtype);
+        tm.hp.tied_embeddings = dtype == COLIBRI_DTYPE_Q4_1;   /* lm_head through a block-type TOKEN_EMBD */
+        if (twin) {
+            tm.dtype = COLIBRI_DTYPE_F32;
+            tm.round_through = dtype;
+        }
+        CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+        colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 2);
+        CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits[twin]) == 0, "forward: %s", colibri_last_error());
+        colibri_context_free(ctx);
+        test_free(&tm);
+    }
+    double err = 0.0, ref = 0.0;
+    for (int i = 0; i < 6 * 50; i++) {
+        double d = (double)logits[0][i] - (double)logits[1][i];
+        err += d * d;
+        ref += (double)logits[1][i] * logits[1][i];
+    }
+    CHECK(ref > 0.0 && err / ref <= max_nmse, "dtype %d: logits vs dequantized-F32 twin NMSE %.3g > %.3g",
+          dtype, err / ref, max_nmse);
+    CHECK(err > 0.0, "dtype %d: activations really are quantized (twin differs)", dtype);
+    printf("dtype %d vs its dequantized F32 twin: logits NMSE %.3g\n", dtype, err / ref);
+}
+
 /* Variants of the config run and agree with themselves: whole-q/k norm, clip,
  * tied embeddings, a sliding window wider than the context == no window. */
 static void test_variants(void) {
@@ -414,6 +470,26 @@ static void test_model_errors(void) {
     CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, 0, 48, D), COLIBRI_ERR_STATE);
     CHECK(colibri_context_create(tm.m, 0, 1, 4, 1) == NULL, "n_ctx 0 rejected");
     test_free(&tm);
+
+    /* block types: matrices only, cols a multiple of 32 (D = 36 is not) */
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.m = colibri_model_create(&tm.hp);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, COLIBRI_DTYPE_Q4_0, 48, D),
+                 COLIBRI_ERR_SHAPE);
+    CHECK(strstr(colibri_last_error(), "tensor WQ (layer 0): dtype Q4_0 needs cols to be a multiple of 32, got 36"),
+          "message: %s", colibri_last_error());
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_TOKEN_EMBD, -1, -1, buf, COLIBRI_DTYPE_Q8_0, 50, D),
+                 COLIBRI_ERR_SHAPE);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WO, 0, -1, buf, COLIBRI_DTYPE_Q4_1, D, 48),
+                 COLIBRI_ERR_SHAPE);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_Q_NORM, 0, -1, buf, COLIBRI_DTYPE_Q8_0, 1, 12),
+                 COLIBRI_ERR_SHAPE);
+    CHECK(strstr(colibri_last_error(), "dtype Q8_0 is for matrices; norms and biases must be F32, F16 or BF16"),
+          "message: %s", colibri_last_error());
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, COLIBRI_TYPE_Q8_1, 48, D),
+                 COLIBRI_ERR_SHAPE);
+    CHECK(strstr(colibri_last_error(), "unknown dtype 6"), "Q8_1 is activation-only: %s", colibri_last_error());
+    test_free(&tm);
 }
 
 static void test_batch_errors(void) {
@@ -457,6 +533,12 @@ int main(void) {
     test_prefill_vs_steps(COLIBRI_DTYPE_BF16);
     test_threads_and_batching(COLIBRI_DTYPE_F32);
     test_threads_and_batching(COLIBRI_DTYPE_F16);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1);
+    test_threads_and_batching(COLIBRI_DTYPE_Q4_0);
+    test_threads_and_batching(COLIBRI_DTYPE_Q8_0);
+    test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
+    test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
+    test_block_vs_dequantized(COLIBRI_DTYPE_Q4_1, 1e-3);
     test_variants();
     test_model_errors();
     test_batch_errors();

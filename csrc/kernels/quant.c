@@ -1,0 +1,213 @@
+/*
+ * quant.c — the scalar references of the block types (quantize and
+ * dequantize, ggml's reference rounding bit for bit), the widening / narrowing
+ * of the float types, and the one table of per-type functions that the engine
+ * dispatches through (matmul, embedding rows, 1-D weights).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "quant.h"
+
+/* ---- Q8_0 and Q8_1 ----------------------------------------------------------- */
+
+/* roundf(v) as int8 for v in [-127, 127] (always, for finite blocks); the
+ * clamp and NaN → 0 only keep the conversion defined for non-finite input. */
+static int8_t colibri_round_i8(float v) {
+    v = roundf(v);
+    if (v >= 127.0f) return 127;
+    if (v <= -127.0f) return -127;
+    return v == v ? (int8_t)v : 0;
+}
+
+/* Quantizes one block of 32 to qs; returns the f32 scale d = amax / 127. */
+static float colibri_q8_block(const float *x, int8_t *qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < COLIBRI_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < COLIBRI_QK; j++) qs[j] = colibri_round_i8(x[j] * id);
+    return d;
+}
+
+void colibri_quantize_row_q8_0(const float *x, void *dst, int64_t n) {
+    colibri_block_q8_0 *b = (colibri_block_q8_0 *)dst;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        b[i].d = colibri_f32_to_f16(colibri_q8_block(x + i * COLIBRI_QK, b[i].qs));
+    }
+}
+
+void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n) {
+    colibri_block_q8_1 *b = (colibri_block_q8_1 *)dst;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float d = colibri_q8_block(x + i * COLIBRI_QK, b[i].qs);
+        int32_t sum = 0;
+        for (int j = 0; j < COLIBRI_QK; j++) sum += b[i].qs[j];
+        b[i].d = colibri_f32_to_f16(d);
+        b[i].s = colibri_f32_to_f16((float)sum * d);
+    }
+}
+
+void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n) {
+    const colibri_block_q8_0 *b = (const colibri_block_q8_0 *)src;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float d = colibri_f16_to_f32(b[i].d);
+        for (int j = 0; j < COLIBRI_QK; j++) y[i * COLIBRI_QK + j] = d * (float)b[i].qs[j];
+    }
+}
+
+void colibri_dequantize_row_q8_1(const void *src, float *y, int64_t n) {
+    const colibri_block_q8_1 *b = (const colibri_block_q8_1 *)src;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float d = colibri_f16_to_f32(b[i].d);
+        for (int j = 0; j < COLIBRI_QK; j++) y[i * COLIBRI_QK + j] = d * (float)b[i].qs[j];
+    }
+}
+
+/* ---- Q4_0 and Q4_1 ------------------------------------------------------------ */
+
+/* nib = min(15, trunc(v)) for v >= 0 (ggml's (int8_t) cast, then MIN); the
+ * 0 for v <= 0 or NaN only keeps the conversion defined for non-finite input. */
+static uint8_t colibri_nibble(float v) {
+    if (v > 0.0f) return v < 15.0f ? (uint8_t)(int)v : 15;
+    return 0;
+}
+
+void colibri_quantize_row_q4_0(const float *x, void *dst, int64_t n) {
+    colibri_block_q4_0 *b = (colibri_block_q4_0 *)dst;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        const float *xb = x + i * COLIBRI_QK;   /* xb: [32] */
+        float amax = 0.0f, max = 0.0f;          /* max: the signed element of largest |x| */
+        for (int j = 0; j < COLIBRI_QK; j++) {
+            if (amax < fabsf(xb[j])) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        }
+        float d = max / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = colibri_f32_to_f16(d);
+        for (int j = 0; j < COLIBRI_QK / 2; j++) {
+            uint8_t lo = colibri_nibble(xb[j] * id + 8.5f);
+            uint8_t hi = colibri_nibble(xb[j + COLIBRI_QK / 2] * id + 8.5f);
+            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+void colibri_quantize_row_q4_1(const float *x, void *dst, int64_t n) {
+    colibri_block_q4_1 *b = (colibri_block_q4_1 *)dst;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        const float *xb = x + i * COLIBRI_QK;   /* xb: [32] */
+        float min = xb[0], max = xb[0];
+        for (int j = 1; j < COLIBRI_QK; j++) {
+            if (xb[j] < min) min = xb[j];
+            if (xb[j] > max) max = xb[j];
+        }
+        float d = (max - min) / 15.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = colibri_f32_to_f16(d);
+        b[i].m = colibri_f32_to_f16(min);
+        for (int j = 0; j < COLIBRI_QK / 2; j++) {
+            uint8_t lo = colibri_nibble((xb[j] - min) * id + 0.5f);
+            uint8_t hi = colibri_nibble((xb[j + COLIBRI_QK / 2] - min) * id + 0.5f);
+            b[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+void colibri_dequantize_row_q4_0(const void *src, float *y, int64_t n) {
+    const colibri_block_q4_0 *b = (const colibri_block_q4_0 *)src;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float d = colibri_f16_to_f32(b[i].d);
+        float *yb = y + i * COLIBRI_QK;   /* yb: [32] */
+        for (int j = 0; j < COLIBRI_QK / 2; j++) {
+            yb[j] = d * (float)((b[i].qs[j] & 0x0f) - 8);
+            yb[j + COLIBRI_QK / 2] = d * (float)((b[i].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+void colibri_dequantize_row_q4_1(const void *src, float *y, int64_t n) {
+    const colibri_block_q4_1 *b = (const colibri_block_q4_1 *)src;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float d = colibri_f16_to_f32(b[i].d), m = colibri_f16_to_f32(b[i].m);
+        float *yb = y + i * COLIBRI_QK;   /* yb: [32] */
+        for (int j = 0; j < COLIBRI_QK / 2; j++) {
+            yb[j] = d * (float)(b[i].qs[j] & 0x0f) + m;
+            yb[j + COLIBRI_QK / 2] = d * (float)(b[i].qs[j] >> 4) + m;
+        }
+    }
+}
+
+/* ---- float types: widen / narrow a row ----------------------------------------- */
+
+static void colibri_f32_row_to_f32(const void *src, float *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void colibri_f32_row_from_f32(const float *src, void *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void colibri_f16_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = (const uint16_t *)src;
+    for (int64_t i = 0; i < n; i++) dst[i] = colibri_f16_to_f32(s[i]);
+}
+
+static void colibri_f16_row_from_f32(const float *src, void *dst, int64_t n) {
+    uint16_t *d = (uint16_t *)dst;
+    for (int64_t i = 0; i < n; i++) d[i] = colibri_f32_to_f16(src[i]);
+}
+
+static void colibri_bf16_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = (const uint16_t *)src;
+    for (int64_t i = 0; i < n; i++) dst[i] = colibri_bf16_to_f32(s[i]);
+}
+
+static void colibri_bf16_row_from_f32(const float *src, void *dst, int64_t n) {
+    uint16_t *d = (uint16_t *)dst;
+    for (int64_t i = 0; i < n; i++) d[i] = colibri_f32_to_bf16(src[i]);
+}
+
+/* ---- the table -------------------------------------------------------------------- */
+
+static const colibri_type_traits colibri_types[COLIBRI_TYPE_COUNT] = {
+    [COLIBRI_DTYPE_F32] = {"F32", 1, 4, COLIBRI_DTYPE_F32, colibri_f32_row_to_f32,
+                           colibri_f32_row_from_f32, colibri_dot_f32},
+    [COLIBRI_DTYPE_F16] = {"F16", 1, 2, COLIBRI_DTYPE_F32, colibri_f16_row_to_f32,
+                           colibri_f16_row_from_f32, colibri_dot_f16},
+    [COLIBRI_DTYPE_BF16] = {"BF16", 1, 2, COLIBRI_DTYPE_F32, colibri_bf16_row_to_f32,
+                            colibri_bf16_row_from_f32, colibri_dot_bf16},
+    [COLIBRI_DTYPE_Q8_0] = {"Q8_0", COLIBRI_QK, sizeof(colibri_block_q8_0), COLIBRI_DTYPE_Q8_0,
+                            colibri_dequantize_row_q8_0, colibri_quantize_row_q8_0,
+                            colibri_vec_dot_q8_0_q8_0},
+    [COLIBRI_DTYPE_Q4_0] = {"Q4_0", COLIBRI_QK, sizeof(colibri_block_q4_0), COLIBRI_DTYPE_Q8_0,
+                            colibri_dequantize_row_q4_0, colibri_quantize_row_q4_0,
+                            colibri_vec_dot_q4_0_q8_0},
+    [COLIBRI_DTYPE_Q4_1] = {"Q4_1", COLIBRI_QK, sizeof(colibri_block_q4_1), COLIBRI_TYPE_Q8_1,
+                            colibri_dequantize_row_q4_1, colibri_quantize_row_q4_1,
+                            colibri_vec_dot_q4_1_q8_1},
+    [COLIBRI_TYPE_Q8_1] = {"Q8_1", COLIBRI_QK, sizeof(colibri_block_q8_1), COLIBRI_TYPE_Q8_1,
+                           colibri_dequantize_row_q8_1, colibri_quantize_row_q8_1, NULL},
+};
+
+const colibri_type_traits *colibri_type_traits_of(int32_t type) {
+    if (type < 0 || type >= COLIBRI_TYPE_COUNT) return NULL;
+    return &colibri_types[type];
+}
+
+int colibri_type_is_weight(int32_t dtype) {
+    const colibri_type_traits *t = colibri_type_traits_of(dtype);
+    return t != NULL && t->vec_dot != NULL;
+}
+
+int64_t colibri_row_bytes(int32_t type, int64_t n) {
+    const colibri_type_traits *t = colibri_type_traits_of(type);
+    return n / t->block_elems * t->block_bytes;
+}
+
+void colibri_row_to_f32(const void *src, int32_t dtype, int64_t offset, int64_t n, float *dst) {
+    const colibri_type_traits *t = colibri_type_traits_of(dtype);
+    t->to_f32((const char *)src + colibri_row_bytes(dtype, offset), dst, n);
+}

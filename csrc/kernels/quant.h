@@ -1,0 +1,118 @@
+/*
+ * quant.h — the weight-type table of libcolibri (internal) and the scalar
+ * references of the GGUF block types Q8_0, Q4_0 and Q4_1.
+ *
+ * Block types store 32 consecutive elements of a row as one fixed struct, in
+ * exactly the byte layout GGUF / ggml use, so GGUF tensors are used in place:
+ * a row of n elements is n/32 blocks back to back (n must be a multiple of 32).
+ *
+ *   Q8_0  {f16 d; int8 qs[32]}           34 bytes   x[j] = d * qs[j]
+ *   Q4_0  {f16 d; uint8 qs[16]}          18 bytes   x[j] = d * (nib[j] - 8)
+ *   Q4_1  {f16 d; f16 m; uint8 qs[16]}   20 bytes   x[j] = d * nib[j] + m
+ *   Q8_1  {f16 d; f16 s; int8 qs[32]}    36 bytes   x[j] = d * qs[j],
+ *                                                   s = f16(d * sum(qs))
+ * where nib[j] is the low nibble of qs[j] for j < 16 and the high nibble of
+ * qs[j - 16] for j >= 16. Q8_1 is an activation-only type (not a colibri_dtype).
+ *
+ * Dot products run in the integers, as llama.cpp does: the activation row is
+ * first quantized per block to the weight type's activation type (Q8_0 for
+ * Q8_0 / Q4_0 weights, Q8_1 for Q4_1 weights, which carries the block sum that
+ * Q4_1's offset m needs); each block's int32 sum of products is exact, then
+ * scaled and added in block order (see docs/KERNELS.md).
+ */
+#ifndef COLIBRI_QUANT_H
+#define COLIBRI_QUANT_H
+
+#include <stdint.h>
+
+#include "colibri.h"
+#include "kernels.h"
+
+#define COLIBRI_QK 32   /* elements per block of every block type */
+
+/* The activation-only type id, after the public colibri_dtype values. */
+#define COLIBRI_TYPE_Q8_1 6
+#define COLIBRI_TYPE_COUNT 7
+
+typedef struct colibri_block_q8_0 {
+    uint16_t d;                  /* f16 scale */
+    int8_t qs[COLIBRI_QK];       /* x[j] = d * qs[j] */
+} colibri_block_q8_0;
+
+typedef struct colibri_block_q4_0 {
+    uint16_t d;                  /* f16 scale */
+    uint8_t qs[COLIBRI_QK / 2];  /* element j: low nibble of qs[j], element j+16: high nibble */
+} colibri_block_q4_0;
+
+typedef struct colibri_block_q4_1 {
+    uint16_t d;                  /* f16 scale */
+    uint16_t m;                  /* f16 offset (the block minimum) */
+    uint8_t qs[COLIBRI_QK / 2];  /* nibbles as in Q4_0 */
+} colibri_block_q4_1;
+
+typedef struct colibri_block_q8_1 {
+    uint16_t d;                  /* f16 scale */
+    uint16_t s;                  /* f16 of d * sum(qs) */
+    int8_t qs[COLIBRI_QK];
+} colibri_block_q8_1;
+
+_Static_assert(sizeof(colibri_block_q8_0) == 34, "Q8_0 block is 34 bytes (GGUF)");
+_Static_assert(sizeof(colibri_block_q4_0) == 18, "Q4_0 block is 18 bytes (GGUF)");
+_Static_assert(sizeof(colibri_block_q4_1) == 20, "Q4_1 block is 20 bytes (GGUF)");
+_Static_assert(sizeof(colibri_block_q8_1) == 36, "Q8_1 block is 36 bytes (ggml)");
+
+/* ---- the type table ---------------------------------------------------------
+ * One entry per type id (colibri_dtype values, then COLIBRI_TYPE_Q8_1).
+ * n is always a multiple of block_elems. */
+typedef void (*colibri_to_f32_fn)(const void *src, float *dst, int64_t n);    /* src: [n] of the type */
+typedef void (*colibri_from_f32_fn)(const float *src, void *dst, int64_t n);  /* dst: [n] of the type */
+
+typedef struct colibri_type_traits {
+    const char *name;             /* "F32", "Q4_0", ... as GGUF spells it */
+    int64_t block_elems;          /* elements per block: 1 for float types, 32 for block types */
+    int64_t block_bytes;          /* bytes per block */
+    int32_t act_type;             /* what vec_dot's activation row is: F32, Q8_0 or Q8_1 */
+    colibri_to_f32_fn to_f32;     /* dequantize / widen a row */
+    colibri_from_f32_fn from_f32; /* quantize / narrow a row */
+    colibri_dot_fn vec_dot;       /* weight row . activation row (act_type); NULL: not a weight type */
+} colibri_type_traits;
+
+/* The entry of a type id; NULL if there is none. */
+const colibri_type_traits *colibri_type_traits_of(int32_t type);
+/* Whether dtype can be a weight (it has a vec_dot). */
+int colibri_type_is_weight(int32_t dtype);
+/* Bytes of a row of n elements of the type (n a multiple of its block_elems). */
+int64_t colibri_row_bytes(int32_t type, int64_t n);
+
+/* ---- quantize (ggml's reference rounding, bit for bit) ----------------------
+ * Q8_0 / Q8_1: d = amax/127, qs = roundf(x / d) (halves away from zero).
+ * Q4_0: d = -(the signed element of largest |x|)/8 (first one on ties),
+ *       nib = min(15, trunc(x/d + 8.5)): range [-8, 7]·d, the element opposite
+ *       the maximum's sign at 8·|d| clamps to 7.
+ * Q4_1: d = (max - min)/15, m = min, nib = min(15, trunc((x - min)/d + 0.5)).
+ * The scale is rounded to f16 after quantizing, as ggml does. */
+void colibri_quantize_row_q8_0(const float *x, void *dst, int64_t n);  /* dst: [n/32] blocks */
+void colibri_quantize_row_q4_0(const float *x, void *dst, int64_t n);
+void colibri_quantize_row_q4_1(const float *x, void *dst, int64_t n);
+void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n);
+
+/* ---- dequantize: y[j] = the formula above, exactly, in f32 ------------------ */
+void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n);
+void colibri_dequantize_row_q4_0(const void *src, float *y, int64_t n);
+void colibri_dequantize_row_q4_1(const void *src, float *y, int64_t n);
+void colibri_dequantize_row_q8_1(const void *src, float *y, int64_t n);
+
+/* ---- dot products (quant_dot.c) ---------------------------------------------
+ * The integer part of one block: sum over j of q_w[j] * q_a[j], exact in int32
+ * (q_w: qs for Q8_0, nib - 8 for Q4_0, nib for Q4_1). */
+int32_t colibri_block_dot_q8_0(const colibri_block_q8_0 *w, const colibri_block_q8_0 *a);
+int32_t colibri_block_dot_q4_0(const colibri_block_q4_0 *w, const colibri_block_q8_0 *a);
+int32_t colibri_block_dot_q4_1(const colibri_block_q4_1 *w, const colibri_block_q8_1 *a);
+/* Rows of n elements: acc += (float)isum * (d_w * d_a) (+ m_w * s_a for Q4_1)
+ * block after block, starting from 0. w: [n/32] weight blocks, a: [n/32]
+ * activation blocks. */
+float colibri_vec_dot_q8_0_q8_0(const void *w, const void *a, int64_t n);
+float colibri_vec_dot_q4_0_q8_0(const void *w, const void *a, int64_t n);
+float colibri_vec_dot_q4_1_q8_1(const void *w, const void *a, int64_t n);
+
+#endif /* COLIBRI_QUANT_H */
