@@ -143,7 +143,7 @@ _KIND_CHECKS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # eq=False: identity, since arrays have no truth-valued ==
 class GGUFTensor:
     """One tensor of a GGUF file.
 

@@ -9,10 +9,10 @@
            by the regexes llama.cpp uses for ``tokenizer.ggml.pre`` (each applied in turn to the
            pieces of the one before, every match its own piece), then mapped to the byte alphabet;
            ByteLevel decoder.
-  "llama"  SentencePiece BPE with byte fallback, as transformers' LlamaTokenizer builds it: "▁"
-           Metaspace (prepended to the first piece unless ``add_space_prefix`` is false), merges
-           from the file or derived from the vocabulary and its scores; decoder ▁→space,
-           ByteFallback, Fuse, and one leading space stripped when one was prepended.
+  "llama"  SentencePiece BPE with byte fallback, as transformers' LlamaConverter builds it: a
+           normalizer turns spaces into "▁" and prepends one "▁" (unless ``add_space_prefix`` is
+           false); merges from the file or derived from the vocabulary and its scores; decoder
+           ▁→space, ByteFallback, Fuse, and one leading space stripped when one was prepended.
 
 Tokens of type 3 (control) become special added tokens, type 4 (user-defined) plain added
 tokens: both are matched whole in the text. BOS/EOS come from the ``*_token_id`` keys and are
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tokenizers
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 
 from ..errors import ModelError
 from ..tokenizer import Tokenizer
@@ -89,13 +89,7 @@ def tokenizer_from_gguf(meta: dict, source: str) -> Tokenizer:
     named = [t for t in (bos, eos, token("tokenizer.ggml.unknown_token_id"),
                          token("tokenizer.ggml.padding_token_id")) if t is not None]
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in named])
-    add_bos = fields.get("tokenizer.ggml.add_bos_token", bool, default=add_bos_default)
-    add_eos = fields.get("tokenizer.ggml.add_eos_token", bool, default=False)
-    for wanted, present, key in ((add_bos, bos, "add_bos_token"), (add_eos, eos, "add_eos_token")):
-        if wanted and present is None:
-            fields.fail(f"tokenizer.ggml.{key}", "is true but the file names no such token")
-    backend.post_processor = _special_tokens_post_processor(
-        (bos, vocab[bos]) if add_bos else None, (eos, vocab[eos]) if add_eos else None)
+    backend.post_processor = _post_processor(fields, vocab, bos, eos, add_bos_default=add_bos_default)
     end_ids = [fields.token_id(key, len(tokens)) for key in ("tokenizer.ggml.eot_token_id",
                                                             "tokenizer.ggml.eom_token_id")]
     eos_tokens = ([eos] if eos is not None else []) + [i for i in end_ids if i is not None]
@@ -124,7 +118,7 @@ def _byte_level_bpe(fields: "_Fields", vocab: dict[str, int]) -> tuple[tokenizer
 
 
 def _sentencepiece_bpe(fields: "_Fields", tokens: list[str], vocab: dict[str, int]) -> tokenizers.Tokenizer:
-    """SentencePiece-style BPE with byte fallback for a "llama" vocabulary (transformers' LlamaTokenizer)."""
+    """SentencePiece-style BPE with byte fallback for a "llama" vocabulary (transformers' LlamaConverter)."""
     if "tokenizer.ggml.merges" in fields.meta:
         merges = _merges(fields.get("tokenizer.ggml.merges", list), fields)
     else:
@@ -136,12 +130,13 @@ def _sentencepiece_bpe(fields: "_Fields", tokens: list[str], vocab: dict[str, in
     add_prefix_space = fields.get("tokenizer.ggml.add_space_prefix", bool, default=True)
     backend = tokenizers.Tokenizer(_bpe(fields, vocab, merges, byte_fallback=True, fuse_unk=True,
                                         unk_token=None if unk_id is None else tokens[unk_id]))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(
-        replacement="▁", prepend_scheme="first" if add_prefix_space else "never", split=False)
-    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
-    if add_prefix_space:
-        steps.append(decoders.Strip(content=" ", left=1, right=0))
-    backend.decoder = decoders.Sequence(steps)
+    # Like sentencepiece and llama.cpp: spaces become "▁", and each text segment (the whole text, or
+    # what follows an added token) gets a "▁" prefix, even when it already starts with a space.
+    prefix = [normalizers.Prepend("▁")] if add_prefix_space else []
+    backend.normalizer = normalizers.Sequence(prefix + [normalizers.Replace(" ", "▁")])
+    strip_prefix = [decoders.Strip(content=" ", left=1, right=0)] if add_prefix_space else []
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+                                        + strip_prefix)
     return backend
 
 
@@ -203,15 +198,23 @@ def _add_typed_tokens(backend: tokenizers.Tokenizer, tokens: list[str], fields: 
         backend.add_tokens(user_defined)
 
 
-def _special_tokens_post_processor(bos: tuple[str, int] | None,
-                                   eos: tuple[str, int] | None) -> processors.TemplateProcessing:
-    """``[bos] $A [eos]`` (each if given), as transformers' ``update_post_processor`` builds it."""
+def _post_processor(fields: "_Fields", vocab: dict[str, int], bos: str | None, eos: str | None, *,
+                    add_bos_default: bool) -> processors.TemplateProcessing:
+    """``[bos] $A [eos]``, each per add_bos_token/add_eos_token, as transformers' ``update_post_processor``
+    builds it; without the key, BOS is added by llama.cpp's default (when there is one) and EOS is not."""
+    add_bos = fields.get("tokenizer.ggml.add_bos_token", bool, default=add_bos_default and bos is not None)
+    add_eos = fields.get("tokenizer.ggml.add_eos_token", bool, default=False)
+    for wanted, present, key in ((add_bos, bos, "add_bos_token"), (add_eos, eos, "add_eos_token")):
+        if wanted and present is None:
+            fields.fail(f"tokenizer.ggml.{key}", "is true but the file names no such token")
+    prefix = [(bos, vocab[bos])] if add_bos else []   # [(token, id)]
+    suffix = [(eos, vocab[eos])] if add_eos else []
+
     def around(sequence: str, type_id: int) -> str:
-        return " ".join(([f"{bos[0]}:{type_id}"] if bos else []) + [f"{sequence}:{type_id}"]
-                        + ([f"{eos[0]}:{type_id}"] if eos else []))
-    special = list(dict.fromkeys(t for t in (bos, eos) if t is not None))
+        return " ".join(f"{token}:{type_id}" for token in
+                        [t for t, _ in prefix] + [sequence] + [t for t, _ in suffix])
     return processors.TemplateProcessing(single=around("$A", 0), pair=f"{around('$A', 0)} {around('$B', 1)}",
-                                         special_tokens=special)
+                                         special_tokens=list(dict.fromkeys(prefix + suffix)))
 
 
 class _Fields:
