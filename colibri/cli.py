@@ -182,11 +182,11 @@ def cmd_check(args) -> int:
     from .formats.safetensors import scan_nonfinite
 
     with colibri.load(args.model, threads=1, n_ctx=16) as model:
-        print(f"{model.path}: {len(model._slots)} tensors, headers, offsets, shapes and dtypes valid")
+        print(f"{model.path}: {len(model.weights)} tensors, headers, offsets, shapes and dtypes valid")
         bad = 0
         if args.scan:
-            for slot in model._slots:
-                n = scan_nonfinite(model._checkpoint.tensor(slot.name))
+            for slot, ref in model.weights:
+                n = scan_nonfinite(ref)
                 if n:
                     bad += 1
                     print(f"tensor '{slot.name}': {n} NaN/Inf values", file=sys.stderr)

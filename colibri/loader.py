@@ -10,6 +10,7 @@ from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 from .native_model import NativeModel, WeightRef
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
+ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 DEFAULT_CONTEXT = 4096
 
 
@@ -25,7 +26,9 @@ def _checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
         raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
     if tuple(view.shape) != slot.shape:
         raise ModelError(f"{where}: shape {_fmt_shape(view.shape)}, expected {_fmt_shape(slot.shape)}")
-    return WeightRef(view.address, view.dtype, tuple(view.shape))
+    if view.address % ITEM_BYTES[view.dtype]:
+        raise ModelError(f"{where}: data offset is not aligned to its {ITEM_BYTES[view.dtype]}-byte elements")
+    return WeightRef(view.dtype, tuple(view.shape), view.nbytes, view.array)
 
 
 def resolve_model_path(path: str | os.PathLike) -> Path:
@@ -66,11 +69,11 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
         config_source = str(directory / "config.json")
         arch = architecture(checkpoint.config.get("model_type"), config_source)
         config = arch.read_config(ConfigReader(checkpoint.config, config_source))
-        slots = tensor_slots(arch, config)
-        native = NativeModel(config, slots, lambda slot: _checked_weight(checkpoint, slot))
+        weights = [(slot, _checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
+        native = NativeModel(config, weights)
         tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
         context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
-        return Model(directory=directory, config=config, checkpoint=checkpoint, native=native, slots=slots,
+        return Model(directory=directory, config=config, checkpoint=checkpoint, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
                      n_batch=n_batch, generation_config=checkpoint.optional_json("generation_config.json"))
     except BaseException:

@@ -25,7 +25,7 @@ class RouteLayer:
 class Model:
     """A loaded model. Create with ``colibri.load``; release with ``close()`` (or ``with``)."""
 
-    def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, slots, tokenizer,
+    def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
                  threads: int, n_ctx: int, n_seq: int, n_batch: int, generation_config: dict | None):
         self.path = directory
         self.config = config
@@ -33,7 +33,7 @@ class Model:
         self.generation_config = generation_config or {}
         self._checkpoint = checkpoint
         self._native = native
-        self._slots = slots            # the TensorSlots the C model was built from
+        self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
         self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
         # token ids whose K/V sequence 0 holds after the last generation, so a
         # follow-up prompt (the next chat turn) reuses the common prefix

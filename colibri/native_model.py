@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -21,11 +21,16 @@ _QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_
 
 @dataclass(frozen=True)
 class WeightRef:
-    """Where one tensor's bytes live: address, colibri dtype name, shape."""
+    """Where one tensor's bytes live, in whatever file format they came from."""
 
-    address: int
-    dtype: str      # "F32" | "F16" | "BF16"
-    shape: tuple[int, ...]
+    dtype: str      # "F32" | "F16" | "BF16" | "Q8_0" | "Q4_0" | "Q4_1"
+    shape: tuple[int, ...]   # [rows, cols] or [n]; cols is the contiguous axis
+    nbytes: int
+    array: np.ndarray        # zero-copy view of the bytes (typed for float dtypes)
+
+    @property
+    def address(self) -> int:
+        return self.array.ctypes.data
 
 
 def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
@@ -53,8 +58,7 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
 class NativeModel:
     """An owned colibri_model: created, filled, finalized; freed by close()."""
 
-    def __init__(self, config: ModelConfig, slots: Sequence[TensorSlot],
-                 weight: Callable[[TensorSlot], WeightRef]):
+    def __init__(self, config: ModelConfig, weights: Sequence[tuple[TensorSlot, WeightRef]]):
         lib = _native.lib()
         hp, keepalive = hparams_for(config)
         handle = lib.colibri_model_create(ctypes.byref(hp))
@@ -63,8 +67,7 @@ class NativeModel:
             raise ModelError(f"libcolibri rejected the model: {_native.last_error()}")
         self.handle = handle
         try:
-            for slot in slots:
-                ref = weight(slot)
+            for slot, ref in weights:
                 rows, cols = (1, ref.shape[0]) if len(ref.shape) == 1 else ref.shape
                 status = lib.colibri_model_set_tensor(
                     handle, _native.KIND[slot.kind], slot.layer, slot.expert, ref.address,

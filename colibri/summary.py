@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 
 
@@ -25,11 +24,10 @@ def summarize(model) -> Summary:
     total = active = nbytes = read = 0
     dtypes: Counter[str] = Counter()
     unused_expert_share = (c.num_experts - c.top_k) / c.num_experts if c.num_experts else 0.0
-    for slot in model._slots:
-        view = model._checkpoint.tensor(slot.name)
-        n = int(np.prod(view.shape))
-        size = n * DTYPE_BYTES[view.dtype]
-        dtypes[view.dtype] += 1
+    for slot, ref in model.weights:
+        n = int(np.prod(ref.shape))
+        size = ref.nbytes
+        dtypes[ref.dtype] += 1
         total += n
         nbytes += size
         share = (1.0 - unused_expert_share) if slot.kind in EXPERT_KINDS else 1.0
