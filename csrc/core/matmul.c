@@ -1,14 +1,16 @@
 /*
  * matmul.c — threaded matrix products and SwiGLU MLPs over the pool.
  *
- * Determinism rule: every output element y[t, r] is ONE call of the vec_dot
- * kernel for W's dtype over the full row, computed by exactly one thread.
+ * Determinism rule: every output element y[t, r] is ONE dot product of W's
+ * row r with x[t] over the full row (the dispatched ISA's kernel, bitwise the
+ * reference vec_dot), computed by exactly one thread.
  * Threads split the output rows (never the reduction axis), so neither the
  * thread count nor the number of tokens changes any element's value. For
  * block-type weights each activation row is first quantized on its own
  * (per block, independent of the other rows), so that holds for them too.
  */
 #include "internal.h"
+#include "../kernels/isa.h"
 #include "../kernels/kernels.h"
 #include "../kernels/quant.h"
 
@@ -47,10 +49,14 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             const char *x = task->job_xq[j] ? (const char *)task->job_xq[j] : (const char *)job->x;
             int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, cols)
                                                   : job->x_stride * (int64_t)sizeof(float);
-            for (int64_t r = r0; r < r1; r++) {
-                const void *w_row = (const char *)job->w->data + r * row_bytes;  /* w_row: [cols] */
+            /* groups of rows share each activation row's loads (isa.h); every
+             * y[t, r] is still bitwise the reference dot of row r with x[t] */
+            colibri_dot_rows_fn dot_rows = colibri_isa_active()->dot_rows[job->w->dtype];
+            for (int64_t r = r0; r < r1; r += COLIBRI_DOT_ROWS) {
+                int64_t n_rows = r1 - r < COLIBRI_DOT_ROWS ? r1 - r : COLIBRI_DOT_ROWS;
+                const void *w_rows = (const char *)job->w->data + r * row_bytes;  /* w_rows: [n_rows, cols] */
                 for (int32_t t = 0; t < job->n; t++) {
-                    job->y[t * job->y_stride + r] = type->vec_dot(w_row, x + t * x_row_bytes, cols);
+                    dot_rows(w_rows, row_bytes, x + t * x_row_bytes, cols, n_rows, &job->y[t * job->y_stride + r]);
                 }
             }
         }

@@ -4,8 +4,8 @@
  * Every op here is plain portable C99 written so that compilers can
  * vectorise it, with ONE fixed accumulation order that never depends on the
  * batch size or the thread count (see docs/KERNELS.md). The per-type table
- * (weight types F32, F16, BF16, Q8_0, Q4_0, Q4_1) is in quant.h; SIMD versions
- * will plug into it: same signatures, one file per ISA.
+ * (weight types F32, F16, BF16, Q8_0, Q4_0, Q4_1) is in quant.h; the SIMD
+ * tables that matmul dispatches to, bitwise equal to these, are in isa.h.
  */
 #ifndef COLIBRI_KERNELS_H
 #define COLIBRI_KERNELS_H
@@ -41,6 +41,8 @@ void colibri_softmax_apply(float *x, int64_t n);
 /* cos_sin: [head_dim] = cos[0..hd/2) then sin[0..hd/2) for this position.
  * Rotates u: [head_dim] in place in the rotate-half (NeoX / HF) layout. */
 void colibri_rope_apply(float *u, const float *cos_sin, int32_t head_dim);
+/* The same rotation on adjacent pairs (u[2i], u[2i+1]) (GGUF llama q/k row order). */
+void colibri_rope_apply_interleaved(float *u, const float *cos_sin, int32_t head_dim);
 /* cos_sin: [head_dim] for position pos: theta_i = (float)pos * inv_freq[i]
  * in f32, cos_sin[i] = cosf(theta_i)*factor, cos_sin[hd/2+i] = sinf(theta_i)*factor. */
 void colibri_rope_table(const float *inv_freq, int32_t head_dim, int32_t pos, float factor,

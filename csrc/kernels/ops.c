@@ -50,6 +50,17 @@ void colibri_rope_apply(float *u, const float *cos_sin, int32_t head_dim) {
     }
 }
 
+void colibri_rope_apply_interleaved(float *u, const float *cos_sin, int32_t head_dim) {
+    int32_t half = head_dim / 2;
+    const float *c = cos_sin;           /* c: [half] */
+    const float *s = cos_sin + half;    /* s: [half] */
+    for (int32_t i = 0; i < half; i++) {
+        float a = u[2 * i], b = u[2 * i + 1];
+        u[2 * i] = a * c[i] - b * s[i];
+        u[2 * i + 1] = b * c[i] + a * s[i];
+    }
+}
+
 void colibri_silu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -1,0 +1,71 @@
+/*
+ * kernels_bench.c — how fast each kernel table streams weights on a decode
+ * shape: one activation row times a [4096, 4096] weight matrix (larger than
+ * the caches, so DRAM is read), one thread, every weight dtype, every ISA
+ * this build and CPU can run. Prints a table and one JSON line per result:
+ * GB/s of weight bytes, median of 7 runs. A benchmark, not a test.
+ *
+ *   build/kernels_bench [rows cols]
+ */
+#define _POSIX_C_SOURCE 199309L   /* clock_gettime under -std=c99 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "colibri.h"
+#include "isa.h"
+#include "quant.h"
+
+#define RUNS 7
+
+static double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
+    if (rows <= 0 || cols <= 0 || cols % 32 != 0) {
+        fprintf(stderr, "usage: kernels_bench [rows cols] (cols a multiple of 32)\n");
+        return 2;
+    }
+    const char *names[] = {"scalar", "avx2", "avx512", "neon"};
+    float *src = malloc((size_t)cols * sizeof(float));          /* src: [cols] */
+    float *y = malloc((size_t)rows * sizeof(float));            /* y: [rows] */
+    char *w = malloc((size_t)(rows * cols * 4));                /* w: [rows, cols] of the dtype */
+    char *xq = malloc((size_t)cols * 4);                        /* xq: [cols] activation */
+    if (!src || !y || !w || !xq) return 1;
+    for (int64_t c = 0; c < cols; c++) src[c] = (float)((c * 7919) % 1000) / 1000.0f - 0.5f;
+    printf("%-7s %-5s %8s %8s\n", "isa", "dtype", "GB/s", "ms");
+    for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+        const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        int64_t row_bytes = colibri_row_bytes(dtype, cols);
+        for (int64_t r = 0; r < rows; r++) t->from_f32(src, w + r * row_bytes, cols);
+        colibri_type_traits_of(t->act_type)->from_f32(src, xq, cols);
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            const colibri_isa_table *isa = colibri_isa_find(names[i]);
+            if (!isa) continue;
+            double times[RUNS];
+            for (int run = 0; run < RUNS; run++) {
+                double t0 = bench_now();
+                isa->dot_rows[dtype](w, row_bytes, xq, cols, rows, y);
+                times[run] = bench_now() - t0;
+            }
+            qsort(times, RUNS, sizeof(double), bench_cmp);
+            double gbs = (double)(rows * row_bytes) / times[RUNS / 2] / 1e9;
+            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gbs, times[RUNS / 2] * 1e3);
+            printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"gb_per_s\": %.3f, "
+                   "\"median_ms\": %.4f}\n", isa->name, t->name, (long long)rows, (long long)cols, gbs,
+                   times[RUNS / 2] * 1e3);
+        }
+    }
+    free(src), free(y), free(w), free(xq);
+    return 0;
+}

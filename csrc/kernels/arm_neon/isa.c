@@ -1,0 +1,15 @@
+/* arm_neon/isa.c — the NEON (AArch64 Advanced SIMD) kernel table. */
+#include "../isa.h"
+
+const colibri_isa_table colibri_isa_neon = {
+    "neon",
+    colibri_cpu_has_neon,
+    {
+        [COLIBRI_DTYPE_F32] = colibri_dot_rows_f32_neon,
+        [COLIBRI_DTYPE_F16] = colibri_dot_rows_f16_neon,
+        [COLIBRI_DTYPE_BF16] = colibri_dot_rows_bf16_neon,
+        [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0_neon,
+        [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0_neon,
+        [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_neon,
+    },
+};

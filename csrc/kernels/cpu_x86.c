@@ -1,0 +1,35 @@
+/*
+ * cpu_x86.c — which x86 kernel tables this CPU and OS can run (cpuid for the
+ * instructions, xgetbv for the OS saving the wider register state). Compiled
+ * without ISA flags: it runs before any choice is made.
+ */
+#include <cpuid.h>
+
+#include "isa.h"
+
+/* XCR0 (which register state the OS saves); 0 without OSXSAVE. */
+static unsigned long long colibri_xcr0(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return 0;
+    unsigned int lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+int colibri_cpu_has_avx2(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    int fma = (ecx >> 12) & 1, avx = (ecx >> 28) & 1, f16c = (ecx >> 29) & 1;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    int avx2 = (ebx >> 5) & 1;
+    int ymm_saved = (colibri_xcr0() & 0x6) == 0x6;   /* SSE + AVX state */
+    return fma && avx && f16c && avx2 && ymm_saved;
+}
+
+int colibri_cpu_has_avx512(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!colibri_cpu_has_avx2() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    int f = (ebx >> 16) & 1, bw = (ebx >> 30) & 1, vl = (ebx >> 31) & 1, vnni = (ecx >> 11) & 1;
+    int zmm_saved = (colibri_xcr0() & 0xe6) == 0xe6;   /* + opmask, ZMM_Hi256, Hi16_ZMM */
+    return f && bw && vl && vnni && zmm_saved;
+}

@@ -1,0 +1,92 @@
+/*
+ * dispatch.c — the scalar kernel table and the run-time choice of the table
+ * in use: the best one this build has and this CPU can run, or the one the
+ * COLIBRI_ISA environment variable names (scalar, avx2, avx512, neon). A name
+ * this build or CPU cannot run is reported on stderr, once, and the best one
+ * is used instead. Chosen once per process (pthread_once).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa.h"
+#include "quant.h"
+
+/* ---- the scalar table: the reference vec_dot of each row ------------------- */
+
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_f32, colibri_dot_f32)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_f16, colibri_dot_f16)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_bf16, colibri_dot_bf16)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q8_0, colibri_vec_dot_q8_0_q8_0)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_0, colibri_vec_dot_q4_0_q8_0)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_1, colibri_vec_dot_q4_1_q8_1)
+
+static int colibri_cpu_any(void) { return 1; }
+
+const colibri_isa_table colibri_isa_scalar = {
+    "scalar",
+    colibri_cpu_any,
+    {
+        [COLIBRI_DTYPE_F32] = colibri_dot_rows_f32,
+        [COLIBRI_DTYPE_F16] = colibri_dot_rows_f16,
+        [COLIBRI_DTYPE_BF16] = colibri_dot_rows_bf16,
+        [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0,
+        [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0,
+        [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1,
+    },
+};
+
+/* ---- the choice ------------------------------------------------------------- */
+
+/* The tables this build has, best first (CMake defines COLIBRI_HAVE_* for the
+ * ISA folders it compiles). */
+static const colibri_isa_table *const colibri_isas[] = {
+#ifdef COLIBRI_HAVE_AVX512
+    &colibri_isa_avx512,
+#endif
+#ifdef COLIBRI_HAVE_AVX2
+    &colibri_isa_avx2,
+#endif
+#ifdef COLIBRI_HAVE_NEON
+    &colibri_isa_neon,
+#endif
+    &colibri_isa_scalar,
+};
+#define COLIBRI_ISA_COUNT ((int)(sizeof(colibri_isas) / sizeof(colibri_isas[0])))
+
+const colibri_isa_table *colibri_isa_find(const char *name) {
+    for (int i = 0; i < COLIBRI_ISA_COUNT; i++) {
+        if (strcmp(colibri_isas[i]->name, name) == 0) {
+            return colibri_isas[i]->cpu_supports() ? colibri_isas[i] : NULL;
+        }
+    }
+    return NULL;
+}
+
+static const colibri_isa_table *colibri_isa_chosen;
+static pthread_once_t colibri_isa_once = PTHREAD_ONCE_INIT;
+
+static void colibri_isa_choose(void) {
+    const colibri_isa_table *best = &colibri_isa_scalar;   /* the first one the CPU runs */
+    for (int i = 0; i < COLIBRI_ISA_COUNT && best == &colibri_isa_scalar; i++) {
+        if (colibri_isas[i]->cpu_supports()) best = colibri_isas[i];
+    }
+    const char *wanted = getenv("COLIBRI_ISA");
+    const colibri_isa_table *forced = wanted && *wanted ? colibri_isa_find(wanted) : NULL;
+    if (wanted && *wanted && !forced) {
+        fprintf(stderr, "colibri: COLIBRI_ISA=%s is not available (this build and CPU can run:", wanted);
+        for (int i = 0; i < COLIBRI_ISA_COUNT; i++) {
+            if (colibri_isas[i]->cpu_supports()) fprintf(stderr, " %s", colibri_isas[i]->name);
+        }
+        fprintf(stderr, "); using %s\n", best->name);
+    }
+    colibri_isa_chosen = forced ? forced : best;
+}
+
+const colibri_isa_table *colibri_isa_active(void) {
+    pthread_once(&colibri_isa_once, colibri_isa_choose);
+    return colibri_isa_chosen;
+}
+
+COLIBRI_API const char *colibri_isa(void) { return colibri_isa_active()->name; }

@@ -1,0 +1,104 @@
+/*
+ * isa.h — the SIMD kernel tables of libcolibri (internal) and the run-time
+ * choice between them.
+ *
+ * Every instruction set (ISA) the build supports has ONE table: a dot_rows
+ * kernel per weight dtype, each taking the same activation row as the
+ * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0, Q8_1
+ * for Q4_1). The table of each ISA lives in its own folder (x86_avx2/,
+ * x86_avx512/, arm_neon/), compiled with that ISA's flags; dispatch.c picks
+ * the best one the CPU and OS can run, once, or the one COLIBRI_ISA names.
+ *
+ * Contract of every kernel (tested in tests/c/test_isa.c): each y[r] is
+ * BITWISE equal to the scalar reference vec_dot of row r — the integer parts
+ * of block types are exact and the float additions happen in the reference's
+ * order (docs/KERNELS.md) — so results never depend on the ISA, the batch
+ * size or the thread count.
+ */
+#ifndef COLIBRI_ISA_H
+#define COLIBRI_ISA_H
+
+#include <stdint.h>
+
+#include "colibri.h"
+
+#define COLIBRI_WEIGHT_TYPES 6   /* colibri_dtype F32 .. Q4_1 */
+#define COLIBRI_DOT_ROWS 4       /* rows per group that SIMD kernels share activation loads over */
+
+/* y[r] = W[r, :] . x for r in [0, rows): w points at row 0, row r starts
+ * w_stride bytes after row r-1; x: [n] in the weight type's activation type;
+ * y: [rows]. */
+typedef void (*colibri_dot_rows_fn)(const void *w, int64_t w_stride, const void *x, int64_t n,
+                                    int64_t rows, float *y);
+
+typedef struct colibri_isa_table {
+    const char *name;                                 /* "scalar", "avx2", "avx512", "neon" */
+    int (*cpu_supports)(void);                        /* CPU and OS can run it */
+    colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
+} colibri_isa_table;
+
+/* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
+extern const colibri_isa_table colibri_isa_scalar;
+extern const colibri_isa_table colibri_isa_avx2;
+extern const colibri_isa_table colibri_isa_avx512;
+extern const colibri_isa_table colibri_isa_neon;
+
+/* The table in use: chosen once (thread-safe) from COLIBRI_ISA or the CPU. */
+const colibri_isa_table *colibri_isa_active(void);
+/* The table called name if this build has it and this CPU can run it, else NULL. */
+const colibri_isa_table *colibri_isa_find(const char *name);
+
+/* CPU + OS feature probes, compiled without any ISA flags (cpu_x86.c, cpu_arm.c).
+ * avx2: AVX2, FMA, F16C and the OS saving YMM state; avx512: avx2 plus
+ * AVX-512 F, BW, VL, VNNI and the OS saving ZMM and opmask state. */
+int colibri_cpu_has_avx2(void);
+int colibri_cpu_has_avx512(void);
+int colibri_cpu_has_neon(void);
+
+/* ---- the row-group driver shared by the ISA files ---------------------------
+ * Defines NAME (a colibri_dot_rows_fn) from CORE4(const char *const w[4],
+ * const void *x, int64_t n, float out[4]), which computes 4 rows at once with
+ * each lane's arithmetic exactly that of a single row. A last group of k < 4
+ * rows repeats its last row in the spare lanes and keeps k outputs. */
+#define COLIBRI_DOT_ROWS_DEFINE(NAME, CORE4)                                           \
+    void NAME(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows,  \
+              float *y) {                                                               \
+        for (int64_t r = 0; r < rows; r += COLIBRI_DOT_ROWS) {                          \
+            int64_t k = rows - r < COLIBRI_DOT_ROWS ? rows - r : COLIBRI_DOT_ROWS;      \
+            const char *row[COLIBRI_DOT_ROWS];                                          \
+            float out[COLIBRI_DOT_ROWS];                                                \
+            for (int64_t j = 0; j < COLIBRI_DOT_ROWS; j++) {                            \
+                row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;        \
+            }                                                                           \
+            CORE4(row, x, n, out);                                                      \
+            for (int64_t j = 0; j < k; j++) y[r + j] = out[j];                          \
+        }                                                                               \
+    }
+
+/* Defines a colibri_dot_rows_fn as one DOT1 (a colibri_dot_fn) call per row,
+ * for the scalar table and ISAs without a 4-row core. DECL is the function's
+ * return type and name, with a storage class if any: `static void f`. */
+#define COLIBRI_DOT_ROWS_EACH_DEFINE(DECL, DOT1)                                         \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows,         \
+         float *y) {                                                                      \
+        for (int64_t r = 0; r < rows; r++) y[r] = DOT1((const char *)w + r * w_stride, x, n); \
+    }
+
+/* ---- kernels of each ISA (same contract as colibri_dot_rows_fn) ------------- */
+void colibri_dot_rows_f32_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_f16_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_bf16_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_f32_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_f16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_bf16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q8_0_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_0_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_1_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+
+#endif /* COLIBRI_ISA_H */

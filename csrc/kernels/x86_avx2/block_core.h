@@ -1,0 +1,64 @@
+/*
+ * x86_avx2/block_core.h — the 4-row loop over blocks shared by the x86 block
+ * kernels (x86_avx2/dot_quant.c, x86_avx512/dot_quant.c); included only by
+ * files compiled with at least AVX2 + F16C.
+ *
+ * Per block b, for 4 weight rows at once: ISUM(&w_r[b], av, shared) gives 8
+ * int32 partial sums of row r's exact integer block dot (av: the activation
+ * block's 32 int8, shared: a per-block vector that SHARED(av) computes once
+ * for the 4 rows); they are reduced to the 4 exact sums, then lane r does
+ * exactly the reference's float step for row r:
+ *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
+ * with one multiply/add per operation (no FMA), blocks in order.
+ */
+#ifndef COLIBRI_X86_BLOCK_CORE_H
+#define COLIBRI_X86_BLOCK_CORE_H
+
+#include <immintrin.h>
+
+#include "../isa.h"
+#include "../quant.h"
+
+/* The 4 totals of s0..s3 (each 8 int32 lanes), in row order. */
+static inline __m128i colibri_hsum4_epi32(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* qs: [16] packed nibbles → [32] uint8 in element order (low nibbles, then high). */
+static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* The 4 f16 values v of blocks p0..p3 as f32 (exact). */
+#define COLIBRI_F16X4(p0, p1, p2, p3, v)                                              \
+    _mm_cvtph_ps(_mm_setr_epi16((short)(p0)->v, (short)(p1)->v, (short)(p2)->v,       \
+                                (short)(p3)->v, 0, 0, 0, 0))
+
+/* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); others: v. */
+#define COLIBRI_NO_OFFSET(v, w0, w1, w2, w3, a) (v)
+#define COLIBRI_Q4_1_OFFSET(v, w0, w1, w2, w3, a) \
+    _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m), _mm_set1_ps(_cvtsh_ss((a)->s))))
+
+#define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, ISUM, OFFSET)                  \
+    static void NAME(const char *const w[4], const void *xv, int64_t n, float out[4]) {     \
+        const ABLOCK *a = (const ABLOCK *)xv;                    /* a: [n/32] */            \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
+        __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
+            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
+            __m256i shared = SHARED(av);                                                    \
+            __m128i isum = colibri_hsum4_epi32(ISUM(&w0[b], av, shared), ISUM(&w1[b], av, shared), \
+                                               ISUM(&w2[b], av, shared), ISUM(&w3[b], av, shared)); \
+            __m128 scale = _mm_mul_ps(COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d),     \
+                                      _mm_set1_ps(_cvtsh_ss(a[b].d)));                      \
+            __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), scale);                            \
+            acc = _mm_add_ps(acc, OFFSET(v, &w0[b], &w1[b], &w2[b], &w3[b], &a[b]));        \
+        }                                                                                   \
+        _mm_storeu_ps(out, acc);                                                            \
+    }
+
+#endif /* COLIBRI_X86_BLOCK_CORE_H */

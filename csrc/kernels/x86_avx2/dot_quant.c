@@ -1,0 +1,51 @@
+/*
+ * x86_avx2/dot_quant.c — Q8_0 / Q4_0 × Q8_0 and Q4_1 × Q8_1 with AVX2:
+ * int8 products by vpmaddubsw (unsigned × signed → int16 pairs, which cannot
+ * saturate here: |pair| <= 2·128·127) then vpmaddwd into int32, 4 rows at a
+ * time (block_core.h). Bitwise equal to quant_dot.c.
+ */
+#include "block_core.h"
+
+static inline __m256i colibri_madd_i16(__m256i pairs) {
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+static inline __m256i colibri_no_shared(__m256i av) {
+    (void)av;
+    return _mm256_setzero_si256();
+}
+
+/* Q8_0 · Q8_0: sum w·a = sum |w| · (a·sign(w)); |w| <= 128 fits uint8 and
+ * a·sign(w) stays in int8 because activations are in [-127, 127]. */
+static inline __m256i colibri_isum_q8_0(const colibri_block_q8_0 *w, __m256i av, __m256i shared) {
+    (void)shared;
+    __m256i wv = _mm256_loadu_si256((const __m256i *)w->qs);
+    return colibri_madd_i16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv)));
+}
+
+/* Q4_0 · Q8_0: sum (nib - 8)·a = sum nib·a - shared, shared = 8·sum a (per lane). */
+static inline __m256i colibri_shared_q4_0(__m256i av) {
+    return colibri_madd_i16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
+}
+
+static inline __m256i colibri_isum_q4_0(const colibri_block_q4_0 *w, __m256i av, __m256i shared) {
+    __m256i nib = colibri_unpack_nibbles(w->qs);
+    return _mm256_sub_epi32(colibri_madd_i16(_mm256_maddubs_epi16(nib, av)), shared);
+}
+
+/* Q4_1 · Q8_1: sum nib·a (the offset goes through the activation's s). */
+static inline __m256i colibri_isum_q4_1(const colibri_block_q4_1 *w, __m256i av, __m256i shared) {
+    (void)shared;
+    return colibri_madd_i16(_mm256_maddubs_epi16(colibri_unpack_nibbles(w->qs), av));
+}
+
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx2, colibri_block_q8_0, colibri_block_q8_0,
+                       colibri_no_shared, colibri_isum_q8_0, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_0_avx2, colibri_block_q4_0, colibri_block_q8_0,
+                       colibri_shared_q4_0, colibri_isum_q4_0, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_1_avx2, colibri_block_q4_1, colibri_block_q8_1,
+                       colibri_no_shared, colibri_isum_q4_1, COLIBRI_Q4_1_OFFSET)
+
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx2, colibri_dot4_q8_0_avx2)
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx2, colibri_dot4_q4_0_avx2)
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx2, colibri_dot4_q4_1_avx2)

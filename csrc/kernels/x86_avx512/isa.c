@@ -1,0 +1,21 @@
+/*
+ * x86_avx512/isa.c — the AVX-512 kernel table: VNNI block kernels; the float
+ * kernels are AVX2's (a wider vector would change the reference's 8-lane
+ * summation order, and vdpbf16ps rounds the activations to bf16, so neither
+ * could stay bitwise equal to the reference; the float dots are memory-bound
+ * at decode anyway).
+ */
+#include "../isa.h"
+
+const colibri_isa_table colibri_isa_avx512 = {
+    "avx512",
+    colibri_cpu_has_avx512,
+    {
+        [COLIBRI_DTYPE_F32] = colibri_dot_rows_f32_avx2,
+        [COLIBRI_DTYPE_F16] = colibri_dot_rows_f16_avx2,
+        [COLIBRI_DTYPE_BF16] = colibri_dot_rows_bf16_avx2,
+        [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0_avx512,
+        [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0_avx512,
+        [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_avx512,
+    },
+};
