@@ -40,6 +40,7 @@ class Hparams(ctypes.Structure):
         ("shared_gated", ctypes.c_int32), ("router_renorm", ctypes.c_int32),
         ("qk_norm", ctypes.c_int32), ("attn_bias", ctypes.c_int32),
         ("tied_embeddings", ctypes.c_int32), ("sliding_window", ctypes.c_int32),
+        ("rope_interleaved", ctypes.c_int32),
         ("norm_eps", ctypes.c_float), ("attn_scale", ctypes.c_float),
         ("rope_attn_factor", ctypes.c_float), ("qkv_clip", ctypes.c_float),
         ("rope_inv_freq", ctypes.POINTER(ctypes.c_float)),
@@ -89,6 +90,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_seq_len": (c_i32, [vp, c_i32]),
         "colibri_seq_clear": (c_int, [vp, c_i32]),
         "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),
+        "colibri_model_load": (vp, [ctypes.c_char_p]),
+        "colibri_model_metadata": (c_int, [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t)]),
+        "colibri_isa": (ctypes.c_char_p, []),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

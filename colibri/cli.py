@@ -196,6 +196,15 @@ def cmd_check(args) -> int:
     return 1 if bad else 0
 
 
+# ---- convert ----------------------------------------------------------------
+def cmd_convert(args) -> int:
+    from .convert import convert
+
+    out = convert(args.src, args.dst, args.dtype)
+    print(f"{out}: written")
+    return 0
+
+
 # ---- entry point ------------------------------------------------------------
 def _sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temp", type=float, default=None, help="temperature (0 = greedy)")
@@ -240,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("model")
     check.add_argument("--no-scan", dest="scan", action="store_false", help="skip the NaN/Inf scan")
     check.set_defaults(func=cmd_check)
+
+    conv = sub.add_parser("convert", help="convert a Hugging Face directory to one .colibri file")
+    conv.add_argument("src")
+    conv.add_argument("dst")
+    conv.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="bf16")
+    conv.set_defaults(func=cmd_convert)
     return parser
 
 

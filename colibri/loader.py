@@ -1,4 +1,4 @@
-"""colibri.load: open a model path, validate it, and hand it to the C core."""
+"""colibri.load: open a model path (HF directory or GGUF file), validate it, hand it to the C core."""
 from __future__ import annotations
 
 import os
@@ -31,25 +31,57 @@ def _checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
     return WeightRef(view.dtype, tuple(view.shape), view.nbytes, view.array)
 
 
-def resolve_model_path(path: str | os.PathLike) -> Path:
-    """The path to open; refuses formats Colibri does not read, with the reason."""
+def _open_hf(directory: Path):
+    """(files, config, weights, tokenizer, generation_config) of a Hugging Face directory."""
+    from .tokenizer import Tokenizer
+
+    checkpoint = HFCheckpoint.open(directory)
+    try:
+        config_source = str(directory / "config.json")
+        arch = architecture(checkpoint.config.get("model_type"), config_source)
+        config = arch.read_config(ConfigReader(checkpoint.config, config_source))
+        weights = [(slot, _checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
+        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
+        return checkpoint, config, weights, tokenizer, checkpoint.optional_json("generation_config.json")
+    except BaseException:
+        checkpoint.close()
+        raise
+
+
+def _open_gguf(path: Path):
+    from .gguf_source import open_gguf
+
+    gguf, config, weights, tokenizer = open_gguf(path)
+    return gguf, config, weights, tokenizer, None
+
+
+def _open_native(path: Path):
+    from .formats.native import open_native
+
+    return open_native(path)
+
+
+def _opener(path: str | os.PathLike):
+    """The path to open and the function that opens it; refuses what Colibri does not read."""
     p = Path(path)
     if not p.exists():
         raise ModelError(f"{p}: no such file or directory")
-    if p.is_file():
-        if p.suffix in PICKLE_SUFFIXES:
-            raise ModelError(f"{p}: PyTorch pickle checkpoints are refused: unpickling can run arbitrary code; "
-                             "convert to safetensors first")
-        if p.suffix == ".gguf":
-            raise ModelError(f"{p}: GGUF files are not supported yet (load a Hugging Face safetensors directory)")
-        raise ModelError(f"{p}: not a model directory (expected a Hugging Face directory with config.json "
-                         "and *.safetensors)")
-    return p
+    if p.is_dir():
+        return p, _open_hf
+    if p.suffix in PICKLE_SUFFIXES:
+        raise ModelError(f"{p}: PyTorch pickle checkpoints are refused: unpickling can run arbitrary code; "
+                         "convert to safetensors first")
+    if p.suffix == ".gguf":
+        return p, _open_gguf
+    if p.suffix == ".colibri":
+        return p, _open_native
+    raise ModelError(f"{p}: not a model (expected a Hugging Face directory with config.json and "
+                     "*.safetensors, a .gguf file or a .colibri file)")
 
 
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
          n_seq: int = 1, n_batch: int = 256):
-    """Load a model directory; see ``colibri.Model`` for what the result offers.
+    """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
     threads: worker threads for the forward pass (None: one per CPU).
     n_ctx: context length of the KV cache (default min(config's max positions, 4096)).
@@ -57,25 +89,26 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
     n_batch: most tokens one forward step takes (longer prompts are split).
     """
     from .model import Model
-    from .tokenizer import Tokenizer
 
     for name, value, low in (("threads", threads, 1), ("n_ctx", n_ctx, 1), ("n_seq", n_seq, 1),
                              ("n_batch", n_batch, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    directory = resolve_model_path(path)
-    checkpoint = HFCheckpoint.open(directory)
+    path, open_source = _opener(path)
+    files, config, weights, tokenizer, generation_config = open_source(path)
+    native = None
     try:
-        config_source = str(directory / "config.json")
-        arch = architecture(checkpoint.config.get("model_type"), config_source)
-        config = arch.read_config(ConfigReader(checkpoint.config, config_source))
-        weights = [(slot, _checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
-        native = NativeModel(config, weights)
-        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
+        if path.suffix == ".colibri":   # the C core maps and validates the file itself
+            from .formats.native import NativeFileModel
+            native = NativeFileModel(path)
+        else:
+            native = NativeModel(config, weights)
         context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
-        return Model(directory=directory, config=config, checkpoint=checkpoint, native=native, weights=weights,
+        return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
-                     n_batch=n_batch, generation_config=checkpoint.optional_json("generation_config.json"))
+                     n_batch=n_batch, generation_config=generation_config)
     except BaseException:
-        checkpoint.close()
+        if native is not None:
+            native.close()
+        files.close()
         raise

@@ -1,6 +1,6 @@
 """The C core on its own: build libcolibri with plain CMake (normal and with
 ASan+UBSan), then run the C example (no Python involved) and the C test
-programs (test_core, test_quant) in both builds.
+programs (test_core, test_quant, test_isa) in both builds.
 
 LeakSanitizer: enabled (detect_leaks=1) when a probe shows it works here
 (it needs ptrace, which some containers forbid); otherwise detect_leaks=0 and
@@ -85,8 +85,12 @@ def test_c_demo_generates(builds, variant):
 
 
 @pytest.mark.parametrize("variant", ["normal", "sanitize"])
-def test_c_core_tests_pass(builds, variant):
+@pytest.mark.parametrize("isa", ["scalar", "best"])
+def test_c_core_tests_pass(builds, variant, isa):
+    """Including bitwise determinism (threads, batching, prefill vs steps),
+    with the scalar kernels forced and with the best ones this CPU runs."""
     build_dir, env = builds[variant]
+    env = {**env, "COLIBRI_ISA": isa} if isa == "scalar" else {k: v for k, v in env.items() if k != "COLIBRI_ISA"}
     output = _run(build_dir / "test_core", env)
     summary = output.strip().splitlines()[-1]
     passed, failed = int(summary.split()[0]), int(summary.split()[2])
@@ -102,6 +106,17 @@ def test_c_quant_tests_pass(builds, variant):
     summary = output.strip().splitlines()[-1]
     passed, failed = int(summary.split()[0]), int(summary.split()[2])
     assert failed == 0 and passed > 80, output
+
+
+@pytest.mark.parametrize("variant", ["normal", "sanitize"])
+def test_c_isa_tests_pass(builds, variant):
+    """Every SIMD kernel table this CPU runs is bitwise equal to the scalar
+    reference on odd shapes; integer parts exact; quantized NMSE <= 5e-4."""
+    build_dir, env = builds[variant]
+    output = _run(build_dir / "test_isa", env)
+    summary = output.strip().splitlines()[-1]
+    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    assert failed == 0 and passed > 0, output
 
 
 def test_c_demo_same_in_both_builds(builds):

@@ -120,7 +120,7 @@ def test_check_passes_then_finds_nan(model_dir, tmp_path):
 @pytest.mark.parametrize("args,fragment", [
     (("run", "/nonexistent/model", "-p", "hi"), "no such file or directory"),
     (("inspect", "/nonexistent/model"), "no such file or directory"),
-    (("check", "/etc/hostname"), "not a model directory"),
+    (("check", "/etc/hostname"), "not a model"),
     (("route", "/nonexistent", "--input", "x", "--expected-experts", "a,b"), "--expected-experts"),
 ])
 def test_bad_input_is_one_line_exit_2(args, fragment):

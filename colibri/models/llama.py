@@ -1,5 +1,5 @@
 """Llama: the dense degenerate case (no experts), with Llama 3 rope scaling."""
-from .spec import Architecture, ConfigReader, ModelConfig, read_common
+from .spec import Architecture, ConfigReader, GGUFMapping, ModelConfig, read_common
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
@@ -19,4 +19,8 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
     )
 
 
-ARCHITECTURE = Architecture(model_type="llama", read_config=read_config)
+ARCHITECTURE = Architecture(
+    model_type="llama", read_config=read_config,
+    gguf=GGUFMapping("llama", keys={"feed_forward_length": "intermediate_size"}, rope_interleaved=True,
+                     has_experts=False),
+)

@@ -1,5 +1,5 @@
 """Mixtral: every layer routed; softmax over all experts, top-k, renormalised."""
-from .spec import LLAMA_NAMES, Architecture, ConfigReader, ModelConfig, read_common
+from .spec import LLAMA_NAMES, Architecture, ConfigReader, GGUFMapping, ModelConfig, read_common
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
@@ -28,4 +28,8 @@ ARCHITECTURE = Architecture(
         "EXPERT_DOWN": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",
         "EXPERT_UP": "model.layers.{l}.block_sparse_moe.experts.{e}.w3.weight",
     },
+    # llama.cpp converts Mixtral as "llama" with stacked experts, q/k rows permuted
+    gguf=GGUFMapping("llama", keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                    "feed_forward_length": "intermediate_size"},
+                     rope_interleaved=True),
 )

@@ -1,6 +1,6 @@
 """OLMoE: q/k RMSNorm over the whole projection, optional clip_qkv, softmax top-k
 without renormalisation (unless norm_topk_prob); experts use intermediate_size."""
-from .spec import QK_NORM_WHOLE, Architecture, ConfigReader, ModelConfig, read_common
+from .spec import QK_NORM_WHOLE, Architecture, ConfigReader, GGUFMapping, ModelConfig, read_common
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
@@ -21,4 +21,10 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
     )
 
 
-ARCHITECTURE = Architecture(model_type="olmoe", read_config=read_config)
+ARCHITECTURE = Architecture(
+    model_type="olmoe", read_config=read_config,
+    gguf=GGUFMapping("olmoe", keys={"expert_count": "num_experts", "expert_used_count": "num_experts_per_tok",
+                                    "feed_forward_length": "intermediate_size",
+                                    "attention.clamp_kqv": "clip_qkv"},
+                     fixed={"norm_topk_prob": False}),
+)

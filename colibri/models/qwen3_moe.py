@@ -1,6 +1,7 @@
 """Qwen3-MoE: per-head q/k RMSNorm, explicit head_dim, softmax top-k renormalised
 with norm_topk_prob, dense layers chosen by mlp_only_layers / decoder_sparse_step."""
-from .spec import QK_NORM_PER_HEAD, Architecture, ConfigReader, ModelConfig, qwen_moe_fields, read_common
+from .spec import (QK_NORM_PER_HEAD, Architecture, ConfigReader, GGUFMapping, ModelConfig, qwen_moe_fields,
+                   read_common)
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
@@ -15,4 +16,10 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
     )
 
 
-ARCHITECTURE = Architecture(model_type="qwen3_moe", read_config=read_config)
+ARCHITECTURE = Architecture(
+    model_type="qwen3_moe", read_config=read_config,
+    gguf=GGUFMapping("qwen3moe", keys={"expert_count": "num_experts", "expert_used_count": "num_experts_per_tok",
+                                       "expert_feed_forward_length": "moe_intermediate_size",
+                                       "feed_forward_length": "intermediate_size"},
+                     fixed={"norm_topk_prob": True}),
+)

@@ -117,6 +117,7 @@ class ModelConfig:
     attention_bias: bool = False
     tied_embeddings: bool = False
     sliding_window: int = 0
+    rope_interleaved: bool = False   # q/k rows stored for adjacent-pair RoPE (GGUF llama)
     qkv_clip: float = 0.0
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
@@ -239,12 +240,27 @@ LLAMA_NAMES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class GGUFMapping:
+    """How llama.cpp stores an architecture: its ``general.architecture`` name, the metadata keys
+    (after the ``<arch>.`` prefix) that map to config.json fields beyond the common ones, the
+    config values llama.cpp hard-codes for it, and whether its q/k rows are permuted for
+    adjacent-pair RoPE."""
+
+    arch: str
+    keys: dict[str, str] = field(default_factory=dict)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    rope_interleaved: bool = False
+    has_experts: bool = True     # tells mixtral (experts) from llama (dense) under GGUF "llama"
+
+
+@dataclass(frozen=True)
 class Architecture:
     """One supported Hugging Face ``model_type``."""
 
     model_type: str
     read_config: Callable[[ConfigReader], ModelConfig]
     names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES))
+    gguf: GGUFMapping | None = None
 
 
 @dataclass(frozen=True)

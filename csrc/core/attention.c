@@ -117,10 +117,12 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
         colibri_clip_apply(s->k, T * K, hp->qkv_clip);
         colibri_clip_apply(s->v, T * K, hp->qkv_clip);
     }
+    void (*rope)(float *, const float *, int32_t) =
+        hp->rope_interleaved ? colibri_rope_apply_interleaved : colibri_rope_apply;
     for (int32_t t = 0; t < T; t++) {
         const float *cs = s->rope_cs + (int64_t)t * hd;   /* cs: [hd] */
-        for (int32_t h = 0; h < hp->n_head; h++) colibri_rope_apply(s->q + t * Q + (int64_t)h * hd, cs, hd);
-        for (int32_t h = 0; h < hp->n_head_kv; h++) colibri_rope_apply(s->k + t * K + (int64_t)h * hd, cs, hd);
+        for (int32_t h = 0; h < hp->n_head; h++) rope(s->q + t * Q + (int64_t)h * hd, cs, hd);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) rope(s->k + t * K + (int64_t)h * hd, cs, hd);
         /* every token's K/V is cached before any attention runs (prefill) */
         memcpy(colibri_kv_row(ctx, ctx->k_cache, batch->seq[t], layer, batch->pos[t]), s->k + t * K,
                (size_t)K * sizeof(float));

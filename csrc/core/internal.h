@@ -44,6 +44,8 @@ struct colibri_model {
     colibri_layer *layers;       /* layers: [n_layer] */
     uint32_t act_types;          /* bit t set: some weight's vec_dot takes activations of
                                     quantized type t (Q8_0, Q8_1); sizes ctx scratch xq */
+    colibri_file *file;          /* the mapped file the weights live in (colibri_model_load),
+                                    or NULL when the caller owns the weights' memory */
     int finalized;
 };
 

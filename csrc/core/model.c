@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "native_file.h"
 #include "../kernels/kernels.h"
 #include "../kernels/quant.h"
 
@@ -68,6 +69,8 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
                     "hparams: qk_norm must be 0, 1 or 2, got %d", hp->qk_norm);
     COLIBRI_REQUIRE(hp->sliding_window >= 0, "hparams: sliding_window must be >= 0, got %d",
                     hp->sliding_window);
+    COLIBRI_REQUIRE(hp->rope_interleaved == 0 || hp->rope_interleaved == 1,
+                    "hparams: rope_interleaved must be 0 or 1, got %d", hp->rope_interleaved);
     COLIBRI_REQUIRE(isfinite(hp->norm_eps) && hp->norm_eps >= 0.0f,
                     "hparams: norm_eps must be finite and >= 0");
     COLIBRI_REQUIRE(isfinite(hp->attn_scale) && hp->attn_scale >= 0.0f,
@@ -137,6 +140,7 @@ COLIBRI_API void colibri_model_free(colibri_model *m) {
         for (int32_t l = 0; l < m->hp.n_layer; l++) free(m->layers[l].experts);
     }
     free(m->layers);
+    colibri_file_close(m->file);
     free(m->rope_inv_freq);
     free(m->layer_is_moe);
     free(m);

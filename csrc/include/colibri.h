@@ -93,6 +93,8 @@ typedef struct colibri_hparams {
     int32_t attn_bias;         /* 1: q, k, v projections have biases */
     int32_t tied_embeddings;   /* 1: lm_head reuses the token embedding */
     int32_t sliding_window;    /* 0 = full attention; W: attend to the last W positions */
+    int32_t rope_interleaved;  /* 0: rotate halves (u[i], u[i+hd/2]) as HF does; 1: rotate adjacent
+                                  pairs (u[2i], u[2i+1]), the layout of GGUF llama q/k rows */
     float norm_eps;            /* RMSNorm epsilon */
     float attn_scale;          /* softmax scale; 0 = 1/sqrt(head_dim) */
     float rope_attn_factor;    /* multiplies cos and sin (YaRN's mscale); 1 normally */
@@ -198,6 +200,38 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
  * of its own and takes none of the caller's; safe to call without the GIL. */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
+
+/* ---- Colibri-native files (docs/FORMAT.md) -------------------------------
+ * One file holds a whole model: hyperparameters, every tensor (64-byte
+ * aligned, each routed expert's gate, up and down adjacent) and a UTF-8 JSON
+ * metadata object (tokenizer, chat template, generation config, source). */
+typedef struct colibri_file colibri_file;
+
+/* Maps the file read-only, validates every header field, offset and size,
+ * and builds a finalized model whose weights are used in place from the
+ * mapping. NULL on failure, with colibri_last_error() naming the file and the
+ * field. The model owns the mapping: colibri_model_free unmaps it. Refused on
+ * big-endian hosts (tensor data is little-endian). */
+COLIBRI_API colibri_model *colibri_model_load(const char *path);
+/* The metadata JSON of a model from colibri_model_load: *json points into the
+ * mapping (not NUL-terminated), *len bytes, valid until the model is freed. */
+COLIBRI_API int colibri_model_metadata(const colibri_model *m, const char **json, size_t *len);
+
+/* Plain-C convenience: load path and create a context for one sequence of up
+ * to n_ctx positions, batches of up to min(n_ctx, 512) tokens, n_threads
+ * threads (<= 0: one per CPU). The context owns the model: release both with
+ * colibri_free (not colibri_context_free). Run steps with colibri_forward. */
+COLIBRI_API colibri_context *colibri_init(const char *path, int32_t n_ctx, int32_t n_threads);
+COLIBRI_API void colibri_free(colibri_context *ctx);
+/* The hyperparameters of a context's model (n_vocab sizes the logits rows);
+ * valid while the context lives. */
+COLIBRI_API const colibri_hparams *colibri_context_hparams(const colibri_context *ctx);
+
+/* The SIMD kernel set in use: "avx512", "avx2", "neon" or "scalar" — the
+ * best this build and CPU can run, chosen once per process, or the one the
+ * COLIBRI_ISA environment variable names (if it cannot run here, stderr says
+ * so and the best is used). Every set gives bitwise the same results. */
+COLIBRI_API const char *colibri_isa(void);
 
 #ifdef __cplusplus
 }

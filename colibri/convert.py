@@ -1,0 +1,127 @@
+"""colibri convert: a Hugging Face directory -> one Colibri-native file (docs/FORMAT.md).
+
+    convert("path/to/hf-dir", "model.colibri", "bf16")
+
+Matrices are stored at the requested dtype (f32, f16 or bf16, rounded to nearest even);
+norms, biases and routers stay f32 (exact for every source dtype). The architecture
+machinery (colibri.models) decides which tensors exist and their shapes, so the file holds
+exactly what colibri_model_set_tensor expects, in the kernel's order. The tokenizer files,
+chat templates, config.json and generation_config.json travel in the metadata.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import ModelError
+from .formats import native
+from .formats.hf_dir import HFCheckpoint
+from .models import ConfigReader, TensorSlot, architecture, tensor_slots
+
+TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+# Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
+F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
+                       "ROUTER", "SHARED_ROUTER"})
+SOURCE_DTYPES = ("F32", "F16", "BF16")
+
+
+def to_f32(array: np.ndarray, dtype: str) -> np.ndarray:
+    """A safetensors view (F32, F16, or BF16 as raw uint16 bits) widened exactly to float32."""
+    if dtype == "BF16":
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return array.astype(np.float32)
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits, round to nearest even (NaN stays a quiet NaN), as torch rounds."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def tensor_bytes(array: np.ndarray, source: str, target: str) -> np.ndarray:
+    """The little-endian bytes of a tensor converted from `source` to `target` dtype."""
+    if source == target:
+        little = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[target]
+        return np.ascontiguousarray(array).astype(little, copy=False)
+    x = to_f32(array, source)
+    if target == "F32":
+        return x.astype("<f4", copy=False)
+    if target == "F16":
+        return x.astype("<f2")
+    return f32_to_bf16_bits(x).astype("<u2", copy=False)
+
+
+def _side_files(checkpoint: HFCheckpoint) -> dict[str, str]:
+    """The text of every side file the tokenizer and loader read, by name."""
+    files = {}
+    for name in native.SIDE_FILES:
+        path = checkpoint.file_path(name)
+        if path is not None:
+            files[name] = path.read_text(encoding="utf-8")
+    templates = checkpoint.directory / native.CHAT_TEMPLATE_DIR
+    if templates.is_dir():
+        for path in sorted(templates.glob("*.jinja")):
+            files[f"{native.CHAT_TEMPLATE_DIR}/{path.name}"] = path.read_text(encoding="utf-8")
+    return files
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (redrawn on a terminal, printed per 10% otherwise)."""
+
+    def __init__(self, label: str, stream=None):
+        self.label, self.stream = label, stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        percent = 100 * done // max(total, 1)
+        step = percent if self.tty else percent // 10 * 10
+        if step == self.shown:
+            return
+        self.shown = step
+        bar = "#" * (percent // 4)
+        end = "\n" if not self.tty or done >= total else ""
+        start = "\r" if self.tty else ""
+        self.stream.write(f"{start}{self.label} [{bar:<25}] {percent:3d}%{end}")
+        self.stream.flush()
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
+    """Convert the Hugging Face directory `src` to the native file `dst` at `dtype` (f32|f16|bf16)."""
+    if dtype not in TARGET_DTYPES:
+        raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
+    target = TARGET_DTYPES[dtype]
+    checkpoint = HFCheckpoint.open(src)
+    try:
+        source = str(checkpoint.directory / "config.json")
+        arch = architecture(checkpoint.config.get("model_type"), source)
+        config = arch.read_config(ConfigReader(checkpoint.config, source))
+        slots = tensor_slots(arch, config)
+
+        def weight(slot: TensorSlot) -> tuple[str, np.ndarray]:
+            view = checkpoint.tensor(slot.name)
+            where = f"{view.file}: tensor '{slot.name}'"
+            if view.dtype not in SOURCE_DTYPES:
+                raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of "
+                                 f"{', '.join(SOURCE_DTYPES)})")
+            if tuple(view.shape) != slot.shape:
+                raise ModelError(f"{where}: shape {list(view.shape)}, expected {list(slot.shape)}")
+            stored = "F32" if slot.kind in F32_KINDS else target
+            return stored, tensor_bytes(view.array, view.dtype, stored)
+
+        metadata = {
+            "architecture": arch.model_type,
+            "files": _side_files(checkpoint),
+            "source": {"format": "huggingface", "path": str(Path(src).resolve()), "dtype": dtype,
+                       "converter": f"colibri {__version__}"},
+        }
+        bar = ProgressBar(f"converting {Path(src).name} -> {Path(dst).name}") if progress else None
+        native.write_native(dst, config, slots, weight, metadata, bar)
+    finally:
+        checkpoint.close()
+    return Path(dst)

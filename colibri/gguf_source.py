@@ -1,0 +1,144 @@
+"""Open a GGUF file as a model: metadata → config, llama.cpp tensor names → C tensor kinds.
+
+GGUF metadata is translated to the config.json fields the architecture file
+already reads, so each architecture is validated by the same code whatever the
+format. Stacked expert tensors ([E, F, D]) are handed to the C core one expert
+at a time, as views into the mapped file (zero-copy, quantized types included).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .errors import ModelError
+from .formats.gguf import GGUFFile, GGUFTensor
+from .formats.gguf_tokenizer import tokenizer_from_gguf
+from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, tensor_slots
+from .native_model import WeightRef
+
+# llama.cpp's tensor names, by C tensor kind ({l}: layer). Expert kinds name the stacked tensor.
+GGUF_NAMES = {
+    "TOKEN_EMBD": "token_embd.weight", "OUTPUT_NORM": "output_norm.weight", "OUTPUT": "output.weight",
+    "ATTN_NORM": "blk.{l}.attn_norm.weight",
+    "WQ": "blk.{l}.attn_q.weight", "WK": "blk.{l}.attn_k.weight", "WV": "blk.{l}.attn_v.weight",
+    "WO": "blk.{l}.attn_output.weight",
+    "BQ": "blk.{l}.attn_q.bias", "BK": "blk.{l}.attn_k.bias", "BV": "blk.{l}.attn_v.bias",
+    "Q_NORM": "blk.{l}.attn_q_norm.weight", "K_NORM": "blk.{l}.attn_k_norm.weight",
+    "FFN_NORM": "blk.{l}.ffn_norm.weight",
+    "FFN_GATE": "blk.{l}.ffn_gate.weight", "FFN_UP": "blk.{l}.ffn_up.weight", "FFN_DOWN": "blk.{l}.ffn_down.weight",
+    "ROUTER": "blk.{l}.ffn_gate_inp.weight",
+    "EXPERT_GATE": "blk.{l}.ffn_gate_exps.weight", "EXPERT_UP": "blk.{l}.ffn_up_exps.weight",
+    "EXPERT_DOWN": "blk.{l}.ffn_down_exps.weight",
+    "SHARED_GATE": "blk.{l}.ffn_gate_shexp.weight", "SHARED_UP": "blk.{l}.ffn_up_shexp.weight",
+    "SHARED_DOWN": "blk.{l}.ffn_down_shexp.weight", "SHARED_ROUTER": "blk.{l}.ffn_gate_inp_shexp.weight",
+}
+EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
+WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
+
+# metadata key (after "<arch>.") -> config.json field, shared by every architecture
+COMMON_KEYS = {
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.key_length": "head_dim",
+    "rope.freq_base": "rope_theta",
+}
+
+
+def _architecture_for(gguf: GGUFFile):
+    name = gguf.metadata.get("general.architecture")
+    has_experts = bool(gguf.metadata.get(f"{name}.expert_count"))
+    for model_type in SUPPORTED:
+        arch = architecture(model_type)
+        if arch.gguf and arch.gguf.arch == name and arch.gguf.has_experts == has_experts:
+            return arch
+    known = sorted({architecture(t).gguf.arch for t in SUPPORTED})
+    raise ModelError(f"{gguf.path}: general.architecture {name!r} is not supported (supported: {', '.join(known)})")
+
+
+def _hf_config(gguf: GGUFFile, arch) -> dict[str, Any]:
+    """The config.json an equivalent Hugging Face checkpoint would have."""
+    prefix = gguf.metadata["general.architecture"] + "."
+    meta = gguf.metadata
+    config: dict[str, Any] = {"model_type": arch.model_type, "hidden_act": "silu"}
+    for key, field in {**COMMON_KEYS, **arch.gguf.keys}.items():
+        if prefix + key in meta:
+            config[field] = meta[prefix + key]
+    config.update(arch.gguf.fixed)
+    if prefix + "expert_weights_norm" in meta:
+        config["norm_topk_prob"] = meta[prefix + "expert_weights_norm"]
+    scaling = meta.get(prefix + "rope.scaling.type")
+    if scaling not in (None, "none"):
+        config["rope_scaling"] = {"rope_type": scaling, "factor": meta.get(prefix + "rope.scaling.factor"),
+                                  "original_max_position_embeddings":
+                                      meta.get(prefix + "rope.scaling.original_context_length")}
+    embd = gguf.tensors.get("token_embd.weight")
+    if embd is None:
+        raise ModelError(f"{gguf.path}: missing tensor 'token_embd.weight'")
+    config["vocab_size"] = embd.shape[0]
+    config["tie_word_embeddings"] = "output.weight" not in gguf.tensors
+    layers = meta.get(prefix + "block_count")
+    if isinstance(layers, int) and 0 < layers <= 4096:
+        # layers without a router are dense (Qwen's mlp_only_layers)
+        config["mlp_only_layers"] = [l for l in range(layers)
+                                     if f"blk.{l}.ffn_gate_inp.weight" not in gguf.tensors]
+    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        if key in meta:
+            config[key.split(".")[-1]] = meta[key]
+    if "rope_freqs.weight" in gguf.tensors:
+        raise ModelError(f"{gguf.path}: tensor 'rope_freqs.weight' (per-frequency RoPE factors) is not supported yet")
+    return config
+
+
+def _tensor(gguf: GGUFFile, name: str) -> GGUFTensor:
+    tensor = gguf.tensors.get(name)
+    if tensor is None:
+        raise ModelError(f"{gguf.path}: missing tensor '{name}'")
+    if tensor.type_name not in WEIGHT_TYPES:
+        raise ModelError(f"{gguf.path}: tensor '{name}': type {tensor.type_name} is not supported "
+                         f"(expected one of {', '.join(WEIGHT_TYPES)})")
+    return tensor
+
+
+def _shape_text(shape) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
+    """The bytes for one slot: a whole tensor, or one expert's slice of a stacked one."""
+    name = GGUF_NAMES[slot.kind].format(l=slot.layer)
+    tensor = _tensor(gguf, name)
+    where = f"{gguf.path}: tensor '{name}'"
+    if slot.kind in EXPERT_KINDS:
+        expected = (num_experts, *slot.shape)
+        if tensor.shape != expected:
+            raise ModelError(f"{where}: shape {_shape_text(tensor.shape)}, expected {_shape_text(expected)}")
+        per_expert = tensor.nbytes // num_experts
+        data = tensor.array[slot.expert * per_expert:(slot.expert + 1) * per_expert]
+        return WeightRef(tensor.type_name, slot.shape, per_expert, data)
+    if tensor.shape != slot.shape and not (len(slot.shape) == 2 and slot.shape[0] == 1
+                                           and tensor.shape == slot.shape[1:]):
+        raise ModelError(f"{where}: shape {_shape_text(tensor.shape)}, expected {_shape_text(slot.shape)}")
+    if tensor.type_name in ("F32", "F16", "BF16"):
+        return WeightRef(tensor.type_name, slot.shape, tensor.nbytes, tensor.view().reshape(slot.shape))
+    return WeightRef(tensor.type_name, slot.shape, tensor.nbytes, tensor.array)
+
+
+def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, WeightRef]], object]:
+    """(file, config, weights, tokenizer) for a GGUF model; ModelError on any problem."""
+    gguf = GGUFFile(path)
+    try:
+        arch = _architecture_for(gguf)
+        source = f"{gguf.path} (GGUF metadata)"
+        config = arch.read_config(ConfigReader(_hf_config(gguf, arch), source))
+        config = dataclasses.replace(config, rope_interleaved=arch.gguf.rope_interleaved)
+        weights = [(slot, _weight(gguf, slot, config.num_experts)) for slot in tensor_slots(arch, config)]
+        tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
+        return gguf, config, weights, tokenizer
+    except BaseException:
+        gguf.close()
+        raise
+

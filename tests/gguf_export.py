@@ -1,0 +1,114 @@
+"""Write a transformers model as a GGUF file laid out as llama.cpp's converter does (test helper).
+
+Independent of Colibri's reader: names, metadata and the llama q/k row permutation follow
+llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` package.
+"""
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize
+
+GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
+             "olmoe": "olmoe"}
+QUANT = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
+         "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
+
+
+def _permute_for_interleaved_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's q/k row order for the `llama` arch: per head, halves → interleaved pairs."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, 2, rows // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
+    """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output."""
+    from safetensors.numpy import load_file
+
+    cfg = model.config
+    model_type = cfg.model_type
+    arch = GGUF_ARCH[model_type]
+    sd = {k: v.astype(np.float32) for k, v in load_file(f"{checkpoint_dir}/model.safetensors").items()}
+    w = GGUFWriter(str(path), arch)
+    L = cfg.num_hidden_layers
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    w.add_block_count(L)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or 0
+    if model_type == "mixtral":
+        w.add_feed_forward_length(cfg.intermediate_size)
+    elif model_type == "olmoe":
+        w.add_feed_forward_length(cfg.intermediate_size)
+    elif model_type == "llama":
+        w.add_feed_forward_length(cfg.intermediate_size)
+    else:
+        w.add_feed_forward_length(cfg.intermediate_size)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        if model_type == "qwen2_moe":
+            w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
+    if getattr(cfg, "norm_topk_prob", False) and model_type != "qwen3_moe":
+        w.add_bool(f"{arch}.expert_weights_norm", True)
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+
+    def put(name: str, array: np.ndarray) -> None:
+        kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
+        if kind == GGMLQuantizationType.F32:
+            w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+        elif kind == GGMLQuantizationType.F16:
+            w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float16))
+        else:
+            w.add_tensor(name, quantize(np.ascontiguousarray(array, dtype=np.float32), kind), raw_dtype=kind)
+
+    interleave = arch == "llama"
+    put("token_embd.weight", sd["model.embed_tokens.weight"])
+    put("output_norm.weight", sd["model.norm.weight"])
+    if not cfg.tie_word_embeddings:
+        put("output.weight", sd["lm_head.weight"])
+    for l in range(L):
+        p = f"model.layers.{l}."
+        b = f"blk.{l}."
+        q, k = sd[p + "self_attn.q_proj.weight"], sd[p + "self_attn.k_proj.weight"]
+        if interleave:
+            q = _permute_for_interleaved_rope(q, cfg.num_attention_heads)
+            k = _permute_for_interleaved_rope(k, cfg.num_key_value_heads)
+        put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
+        put(b + "attn_q.weight", q)
+        put(b + "attn_k.weight", k)
+        put(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        put(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+        for proj in "qkv":
+            if p + f"self_attn.{proj}_proj.bias" in sd:
+                put(b + f"attn_{proj}.bias", sd[p + f"self_attn.{proj}_proj.bias"])
+        if p + "self_attn.q_norm.weight" in sd:
+            put(b + "attn_q_norm.weight", sd[p + "self_attn.q_norm.weight"])
+            put(b + "attn_k_norm.weight", sd[p + "self_attn.k_norm.weight"])
+        put(b + "ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        moe = "block_sparse_moe." if model_type == "mixtral" else "mlp."
+        if p + moe + "gate.weight" in sd:
+            put(b + "ffn_gate_inp.weight", sd[p + moe + "gate.weight"])
+            names = ("w1", "w3", "w2") if model_type == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+            for gguf_name, hf in zip(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"), names):
+                stacked = np.stack([sd[p + moe + f"experts.{e}.{hf}.weight"] for e in range(experts)])
+                put(b + gguf_name + ".weight", stacked)
+            if p + "mlp.shared_expert.gate_proj.weight" in sd:
+                for gguf_name, hf in (("ffn_gate_shexp", "gate_proj"), ("ffn_up_shexp", "up_proj"),
+                                      ("ffn_down_shexp", "down_proj")):
+                    put(b + gguf_name + ".weight", sd[p + f"mlp.shared_expert.{hf}.weight"])
+                put(b + "ffn_gate_inp_shexp.weight", sd[p + "mlp.shared_expert_gate.weight"][0])
+        else:
+            put(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
+            put(b + "ffn_up.weight", sd[p + "mlp.up_proj.weight"])
+            put(b + "ffn_down.weight", sd[p + "mlp.down_proj.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

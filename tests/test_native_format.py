@@ -1,0 +1,278 @@
+"""The Colibri-native file (docs/FORMAT.md): convert, load (C loader and Python reader), layout, errors.
+
+  parity     logits of the native file == logits of its Hugging Face source at the same dtype,
+             BITWISE (f32 -> f32, bf16 -> bf16), through colibri_model_load (zero-copy mmap)
+  layout     every tensor 64-byte aligned; each expert's gate, up, down adjacent, experts in order
+  C example  examples/c/colibri_run_file (colibri_init / colibri_forward / colibri_free) generates
+             the same greedy ids as Python
+  errors     malformed files: a clean one-line error from the C loader (NULL + message) AND the
+             Python reader (ModelError), each naming the field
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import colibri
+from colibri.convert import convert
+from colibri.errors import ModelError
+from colibri.formats import native
+from colibri.model import Model
+
+from conftest import token_ids
+
+ROOT = Path(__file__).resolve().parent.parent
+PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b")
+SEQ_LEN = 24
+
+
+def _native_model(path: Path) -> Model:
+    """A colibri.Model over the C loader (colibri_model_load), as colibri.load does for *.colibri."""
+    file, config, weights, tokenizer, generation = native.open_native(path)
+    c_model = native.NativeFileModel(path)
+    return Model(directory=path, config=config, checkpoint=file, native=c_model, weights=weights,
+                 tokenizer=tokenizer, threads=2, n_ctx=64, n_seq=1, n_batch=256, generation_config=generation)
+
+
+@pytest.fixture(scope="module")
+def converted(tiny_model_factory, tmp_path_factory):
+    """name -> {dtype: (source dir, native file)}, converted once."""
+    root = tmp_path_factory.mktemp("native")
+    cache: dict = {}
+
+    def get(name: str, dtype: str) -> tuple[Path, Path]:
+        if (name, dtype) not in cache:
+            tiny = tiny_model_factory(name)
+            source = tiny.path if dtype == "f32" else tiny.path_bf16
+            cache[name, dtype] = (source, convert(source, root / f"{name}-{dtype}.colibri", dtype, progress=False))
+        return cache[name, dtype]
+
+    return get
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("name", PARITY_MODELS)
+def test_logits_bitwise_equal_to_source(converted, name, dtype):
+    source, path = converted(name, dtype)
+    with colibri.load(source, threads=2) as reference:
+        ids = token_ids(reference.config.vocab_size, SEQ_LEN, seed=3)
+        want = reference.logits(ids)                                   # [T, V]
+    with _native_model(path) as model:
+        got = model.logits(ids)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["qwen2_moe-a", "mixtral-a"])
+def test_layout_aligned_and_experts_contiguous(converted, name):
+    _, path = converted(name, "bf16")
+    file = native.NativeFile.open(path)
+    try:
+        entries = file.entries
+        assert all(e.offset % 64 == 0 for e in entries)
+        for prev, e in zip(entries, entries[1:]):
+            assert e.offset == native.align64(prev.offset + prev.nbytes)   # packed in directory order
+        experts = [e for e in entries if e.kind_name.startswith("EXPERT_")]
+        hp = file.hparams
+        assert len(experts) == 3 * hp["n_expert"] * sum(hp["layer_is_moe"])
+        for i in range(0, len(experts), 3):
+            gate, up, down = experts[i:i + 3]
+            assert [x.kind_name for x in (gate, up, down)] == ["EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN"]
+            assert gate.layer == up.layer == down.layer and gate.expert == up.expert == down.expert
+            assert entries.index(up) == entries.index(gate) + 1 and entries.index(down) == entries.index(up) + 1
+            assert gate.dtype_name == "BF16"
+        by_kind = {e.kind_name: e for e in entries}
+        assert by_kind["ROUTER"].dtype_name == "F32" and by_kind["ATTN_NORM"].dtype_name == "F32"
+        assert file.size == entries[-1].offset + entries[-1].nbytes
+    finally:
+        file.close()
+
+
+def test_metadata_through_c_equals_python_reader(converted):
+    source, path = converted("qwen2_moe-a", "f32")
+    file = native.NativeFile.open(path)
+    c_model = native.NativeFileModel(path)
+    try:
+        assert c_model.metadata == file.metadata
+        assert file.metadata["architecture"] == "qwen2_moe"
+        assert json.loads(file.metadata["files"]["config.json"]) == json.loads((source / "config.json").read_text())
+        assert file.metadata["source"]["dtype"] == "f32"
+    finally:
+        c_model.close()
+        file.close()
+
+
+def test_tokenizer_and_chat_template_travel_in_the_file(tiny_model_factory, tmp_path):
+    from tokenizers import Tokenizer as Backend, models, pre_tokenizers
+
+    from colibri.tokenizer import Tokenizer
+
+    source = tmp_path / "with-tokenizer"
+    shutil.copytree(tiny_model_factory("llama-b").path, source)
+    vocab = {w: i for i, w in enumerate(["<s>", "</s>", "hello", "world", "<unk>"])}
+    backend = Backend(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.save(str(source / "tokenizer.json"))
+    (source / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>"}))
+    (source / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }} {% endfor %}")
+    path = convert(source, tmp_path / "tok.colibri", "f32", progress=False)
+    want = Tokenizer.from_dir(source)
+    with _native_model(path) as model:
+        assert model.tokenizer.encode("hello world hello") == want.encode("hello world hello")
+        assert model.tokenizer.chat_template == want.chat_template
+        assert model.tokenizer.eos_ids == want.eos_ids
+
+
+def test_dtype_f16_and_progress(converted, tiny_model_factory, tmp_path, capsys):
+    tiny = tiny_model_factory("olmoe-a")
+    path = convert(tiny.path, tmp_path / "f16.colibri", "f16")
+    assert "100%" in capsys.readouterr().err
+    file = native.NativeFile.open(path)
+    try:
+        wq = next(e for e in file.entries if e.kind_name == "WQ")
+        assert wq.dtype_name == "F16"
+        want = tiny.reference.model.layers[0].self_attn.q_proj.weight.detach().numpy().astype(np.float16)
+        assert np.array_equal(file.tensor_array(wq), want)
+    finally:
+        file.close()
+    with pytest.raises(ModelError, match="dtype 'q3'"):
+        convert(tiny.path, tmp_path / "bad.colibri", "q3")
+
+
+# ---- the C example -------------------------------------------------------------------
+
+def test_c_example_generates_python_greedy_ids(converted, tmp_path):
+    if shutil.which("cmake") is None:
+        pytest.fail("cmake is required to build examples/c/colibri_run_file")
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"], check=True,
+                   capture_output=True)
+    done = subprocess.run(["cmake", "--build", str(build), "-j2", "--target", "colibri_run_file"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, path = converted("qwen2_moe-a", "bf16")
+    prompt = token_ids(113, 7, seed=5)
+    n_decode = 10
+    with _native_model(path) as model:
+        ids = list(prompt)
+        for _ in range(n_decode):
+            ids.append(int(np.argmax(model.logits(ids)[-1])))
+    ran = subprocess.run([str(build / "colibri_run_file"), str(path), str(n_decode)] + [str(t) for t in prompt],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("generated:")[1].split() == [str(t) for t in ids[len(prompt):]]
+    bad = subprocess.run([str(build / "colibri_run_file"), str(tmp_path / "missing.colibri"), "2", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "missing.colibri: cannot open" in bad.stderr
+
+
+# ---- malformed files ------------------------------------------------------------------
+
+HEADER_FIELD = {"version": (8, "<I"), "header_size": (12, "<I"), "n_tensors": (16, "<I"),
+                "metadata_size": (40, "<Q"), "n_layer": (56, "<i")}
+ENTRY_FIELD = {"kind": (0, "<i"), "layer": (4, "<i"), "expert": (8, "<i"), "dtype": (12, "<i"),
+               "offset": (32, "<Q"), "nbytes": (40, "<Q")}
+
+
+def _set_header(data: bytearray, field: str, value) -> None:
+    offset, fmt = HEADER_FIELD[field]
+    struct.pack_into(fmt, data, offset, value)
+
+
+def _entry(data: bytearray, index: int) -> native.Entry:
+    directory = struct.unpack_from("<Q", data, 24)[0]
+    return native.Entry(*struct.unpack_from("<iiiiqqQQ", data, directory + 48 * index))
+
+
+def _set_entry(data: bytearray, index: int, field: str, value) -> None:
+    directory = struct.unpack_from("<Q", data, 24)[0]
+    offset, fmt = ENTRY_FIELD[field]
+    struct.pack_into(fmt, data, directory + 48 * index + offset, value)
+
+
+def _first(data: bytearray, kind: str) -> int:
+    n = struct.unpack_from("<I", data, 16)[0]
+    return next(i for i in range(n) if native.KINDS[_entry(data, i).kind] == kind)
+
+
+def _metadata_at(data: bytearray) -> int:
+    return struct.unpack_from("<Q", data, 32)[0]
+
+
+def _corrupt_metadata(data: bytearray) -> None:
+    data[_metadata_at(data)] = ord("#")
+
+
+def _bad_utf8_metadata(data: bytearray) -> None:
+    at = _metadata_at(data) + bytes(data[_metadata_at(data):]).index(b'"architecture"') + 1
+    data[at] = 0xFF
+
+
+def _hparam_n_head_kv_zero(data: bytearray) -> None:
+    struct.pack_into("<i", data, 64 + 16, 0)
+
+
+def _repeat_an_expert(data: bytearray) -> None:
+    """Expert 1's gate claims to be expert 0's (same shape, so only the order rule catches it)."""
+    i = _first(data, "EXPERT_GATE")
+    _set_entry(data, i + 3, "expert", 0)
+
+
+# name -> (mutation, words both error lines must contain)
+MALFORMED = {
+    "bad magic": (lambda d: d.__setitem__(slice(0, 8), b"COLIBRX\0"), "magic"),
+    "future version": (lambda d: _set_header(d, "version", 2), "version: 2"),
+    "header size": (lambda d: _set_header(d, "header_size", 128), "header_size"),
+    "huge tensor count": (lambda d: _set_header(d, "n_tensors", 0xFFFFFFFF), "n_tensors"),
+    "metadata past EOF": (lambda d: _set_header(d, "metadata_size", 1 << 40), "metadata_size"),
+    "header n_layer differs": (lambda d: _set_header(d, "n_layer", 9), "n_layer"),
+    "hparams insane": (_hparam_n_head_kv_zero, "n_head_kv"),
+    "offset misaligned": (lambda d: _set_entry(d, 3, "offset", _entry(d, 3).offset + 8), "not a multiple of 64"),
+    "offset past EOF": (lambda d: _set_entry(d, 3, "offset", 1 << 50), "past the end"),
+    "overlap": (lambda d: _set_entry(d, 3, "offset", _entry(d, 2).offset), "overlaps"),
+    "nbytes mismatch": (lambda d: _set_entry(d, 3, "nbytes", _entry(d, 3).nbytes + 64), "nbytes"),
+    "kind out of range": (lambda d: _set_entry(d, 4, "kind", 99), "kind 99 out of range"),
+    "layer out of range": (lambda d: _set_entry(d, _first(d, "WQ"), "layer", 7), "layer 7 out of range"),
+    "expert out of range": (lambda d: _set_entry(d, _first(d, "EXPERT_GATE"), "expert", -3), "expert"),
+    "unknown dtype": (lambda d: _set_entry(d, 0, "dtype", 17), "unknown dtype 17"),
+    "repeated tensor": (_repeat_an_expert, "out of directory order or repeated"),
+    "truncated file": (lambda d: d.__delitem__(slice(len(d) - 10, None)), "past the end"),
+    "trailing bytes": (lambda d: d.extend(bytes(64)), "after the last tensor"),
+    "metadata not JSON": (_corrupt_metadata, "metadata"),
+    "metadata not UTF-8": (_bad_utf8_metadata, "UTF-8"),
+    "tiny file": (lambda d: d.__delitem__(slice(40, None)), "smaller than the 64-byte header"),
+}
+
+
+@pytest.fixture(scope="module")
+def good_bytes(converted) -> bytes:
+    _, path = converted("qwen2_moe-a", "f32")
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_file_rejected_by_c_and_python(good_bytes, tmp_path, case):
+    mutate, words = MALFORMED[case]
+    data = bytearray(good_bytes)
+    mutate(data)
+    path = tmp_path / "bad.colibri"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError) as c_error:
+        native.NativeFileModel(path)
+    with pytest.raises(ModelError) as py_error:
+        native.NativeFile.open(path)
+    for error in (c_error.value, py_error.value):
+        message = str(error)
+        assert words in message and str(path) in message and "\n" not in message, message
+
+
+def test_good_file_accepted_by_both(good_bytes, tmp_path):
+    path = tmp_path / "good.colibri"
+    path.write_bytes(good_bytes)
+    native.NativeFileModel(path).close()
+    native.NativeFile.open(path).close()
