@@ -172,6 +172,11 @@ def cmd_inspect(args) -> int:
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             print(f"{key:<{width}}  {value}")
+        if args.tensors:
+            print()
+            for slot, ref in model.weights:
+                shape = "x".join(map(str, ref.shape))
+                print(f"{slot.name:<56} {ref.dtype:<5} {shape:>14} {human_bytes(ref.nbytes):>12}")
     return 0
 
 
@@ -243,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="architecture, parameters, dtypes, memory")
     inspect.add_argument("model")
+    inspect.add_argument("--tensors", action="store_true", help="also list every tensor: type, shape, bytes")
     inspect.set_defaults(func=cmd_inspect)
 
     check = sub.add_parser("check", help="full integrity check of a model")

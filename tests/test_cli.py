@@ -89,9 +89,10 @@ def test_route_rejects_dense_layer(model_dir):
 
 
 def test_inspect_counts_parameters(model_dir, tiny_model_factory):
-    r = colibri_cli("inspect", model_dir)
+    r = colibri_cli("inspect", model_dir, "--tensors")
     assert r.returncode == 0, r.stderr
-    assert "qwen2_moe" in r.stdout
+    assert "qwen2_moe" in r.stdout and "read per decode token" in r.stdout
+    assert "model.layers.2.mlp.experts.5.down_proj.weight" in r.stdout
     reference = tiny_model_factory("qwen2_moe-a").reference
     total = sum(p.numel() for p in reference.parameters())
     with colibri.load(model_dir) as m:
