@@ -17,19 +17,7 @@
 #include "kernels.h"
 #include "quant.h"
 
-static int n_passed, n_failed;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            n_passed++;                                                    \
-        } else {                                                           \
-            n_failed++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 /* status == want and a non-empty error line. */
 #define CHECK_STATUS(call, want)                                                           \

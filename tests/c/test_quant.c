@@ -20,19 +20,7 @@
 #include "kernels.h"
 #include "quant.h"
 
-static int n_passed, n_failed;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) {                                                        \
-            n_passed++;                                                    \
-        } else {                                                           \
-            n_failed++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static const int32_t block_types[3] = {COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_Q4_1};
 
