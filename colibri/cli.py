@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="convert a Hugging Face directory to one .colibri file")
     conv.add_argument("src")
     conv.add_argument("dst")
-    conv.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="bf16")
+    conv.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"], default="bf16")
     conv.set_defaults(func=cmd_convert)
     return parser
 

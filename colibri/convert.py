@@ -2,8 +2,10 @@
 
     convert("path/to/hf-dir", "model.colibri", "bf16")
 
-Matrices are stored at the requested dtype (f32, f16 or bf16, rounded to nearest even);
-norms, biases and routers stay f32 (exact for every source dtype). The architecture
+Matrices are stored at the requested dtype: f32, f16 or bf16 (rounded to nearest even), or
+the GGUF block types q8_0, q4_0, q4_1 (quantized by the C core's reference quantizer; a
+matrix whose rows are not a multiple of 32 wide is stored f16 instead). Norms, biases and
+routers stay f32 (exact for every source dtype). The architecture
 machinery (colibri.models) decides which tensors exist and their shapes, so the file holds
 exactly what colibri_model_set_tensor expects, in the kernel's order. The tokenizer files,
 chat templates, config.json and generation_config.json travel in the metadata.
@@ -22,7 +24,8 @@ from .formats import native
 from .formats.hf_dir import HFCheckpoint
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 
-TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1"}
+BLOCK_TYPES = {"Q8_0": (3, 34), "Q4_0": (4, 18), "Q4_1": (5, 20)}   # colibri_dtype id, bytes per 32
 # Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
 F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
                        "ROUTER", "SHARED_ROUTER"})
@@ -43,8 +46,26 @@ def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), ((bits >> 16) | 0x40).astype(np.uint16), rounded)
 
 
+def quantize_rows(x: np.ndarray, target: str) -> np.ndarray:
+    """x: [rows, cols] float32 (cols % 32 == 0) -> the block bytes [rows, cols/32*block] via libcolibri."""
+    import ctypes
+
+    from . import _native
+
+    dtype_id, block_bytes = BLOCK_TYPES[target]
+    src = np.ascontiguousarray(x, dtype=np.float32)                                    # src: [rows, cols]
+    out = np.empty((src.shape[0], src.shape[1] // 32 * block_bytes), dtype=np.uint8)   # out: [rows, bytes]
+    lib = _native.lib()
+    if lib.colibri_quantize(dtype_id, src.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
+                            src.size):
+        raise ModelError(f"quantize to {target}: {_native.last_error()}")
+    return out
+
+
 def tensor_bytes(array: np.ndarray, source: str, target: str) -> np.ndarray:
     """The little-endian bytes of a tensor converted from `source` to `target` dtype."""
+    if target in BLOCK_TYPES:
+        return quantize_rows(to_f32(array, source).reshape(array.shape[0], -1), target)
     if source == target:
         little = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[target]
         return np.ascontiguousarray(array).astype(little, copy=False)
@@ -92,7 +113,8 @@ class ProgressBar:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
-    """Convert the Hugging Face directory `src` to the native file `dst` at `dtype` (f32|f16|bf16)."""
+    """Convert the Hugging Face directory `src` to the native file `dst` at `dtype`
+    (f32|f16|bf16|q8_0|q4_0|q4_1)."""
     if dtype not in TARGET_DTYPES:
         raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
     target = TARGET_DTYPES[dtype]
@@ -112,6 +134,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16",
             if tuple(view.shape) != slot.shape:
                 raise ModelError(f"{where}: shape {list(view.shape)}, expected {list(slot.shape)}")
             stored = "F32" if slot.kind in F32_KINDS else target
+            if stored in BLOCK_TYPES and slot.shape[-1] % 32:
+                stored = "F16"   # block types need rows that are whole blocks
             return stored, tensor_bytes(view.array, view.dtype, stored)
 
         metadata = {

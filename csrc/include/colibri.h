@@ -201,6 +201,12 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 
+/* Converts n f32 values to dtype (the reference quantizer for block types,
+ * round-to-nearest-even for F16/BF16); n must be a multiple of the type's
+ * block size (32 for Q8_0/Q4_0/Q4_1). dst holds the stored bytes. Used by
+ * converters; not on the inference path. */
+COLIBRI_API int colibri_quantize(int32_t dtype, const float *src, void *dst, int64_t n);
+
 /* ---- Colibri-native files (docs/FORMAT.md) -------------------------------
  * One file holds a whole model: hyperparameters, every tensor (64-byte
  * aligned, each routed expert's gate, up and down adjacent) and a UTF-8 JSON
