@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "quant.h"
-#include "../core/internal.h"
 
 /* ---- Q8_0 and Q8_1 ----------------------------------------------------------- */
 
@@ -211,15 +210,4 @@ int64_t colibri_row_bytes(int32_t type, int64_t n) {
 void colibri_row_to_f32(const void *src, int32_t dtype, int64_t offset, int64_t n, float *dst) {
     const colibri_type_traits *t = colibri_type_traits_of(dtype);
     t->to_f32((const char *)src + colibri_row_bytes(dtype, offset), dst, n);
-}
-
-COLIBRI_API int colibri_quantize(int32_t dtype, const float *src, void *dst, int64_t n) {
-    const colibri_type_traits *t = colibri_type_traits_of(dtype);
-    if (!t || !t->vec_dot) return colibri_error_set(COLIBRI_ERR_INVALID, "quantize: dtype %d is not a weight type", dtype);
-    if (!src || !dst || n < 0 || n % t->block_elems) {
-        return colibri_error_set(COLIBRI_ERR_INVALID, "quantize: %s needs a multiple of %lld values, got %lld",
-                                 t->name, (long long)t->block_elems, (long long)n);
-    }
-    t->from_f32(src, dst, n);
-    return COLIBRI_OK;
 }
