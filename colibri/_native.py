@@ -30,6 +30,9 @@ TENSOR_KINDS = (
 )
 KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
 
+# colibri_stage, in header order
+PROFILE_STAGES = ("attention", "router", "dispatch", "experts", "aggregation", "lm_head", "other")
+
 
 class Hparams(ctypes.Structure):
     _fields_ = [
@@ -94,9 +97,15 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_quantize": (c_int, [c_i32, vp, vp, c_i64]),
         "colibri_model_metadata": (c_int, [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t)]),
         "colibri_isa": (ctypes.c_char_p, []),
+        "colibri_profile_enable": (c_int, [vp, c_int]),
+        "colibri_profile_read": (c_int, [vp, c_i32, ctypes.POINTER(ctypes.c_double), c_i32]),
     }
     for name, (restype, argtypes) in signatures.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise ModelError(f"{lib._name}: libcolibri lacks {name} (an older build?): reinstall colibri-moe "
+                             "or rebuild it") from None
         fn.restype = restype
         fn.argtypes = argtypes
 

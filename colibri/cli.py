@@ -1,4 +1,4 @@
-"""The `colibri` command: run, route, inspect, check.
+"""The `colibri` command: run, route, inspect, check, convert, bench.
 
 Flag names follow llama-cli where they overlap. Bad input prints one line on
 stderr and exits 2 (a failed check or an --expected-experts mismatch exits 1);
@@ -210,6 +210,21 @@ def cmd_convert(args) -> int:
     return 0
 
 
+# ---- bench ------------------------------------------------------------------
+def cmd_bench(args) -> int:
+    import json
+
+    from .bench import report_lines, run
+
+    result = run(args.model, threads=args.threads, prompt_tokens=args.prompt, gen_tokens=args.gen,
+                 repeat=args.repeat, bandwidth_gb_s=args.bandwidth, profile=args.profile or args.profile_layers,
+                 profile_layers=args.profile_layers)
+    print("\n".join(report_lines(result)))
+    if args.json:
+        print(json.dumps(result.as_json()))
+    return 0
+
+
 # ---- entry point ------------------------------------------------------------
 def _sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temp", type=float, default=None, help="temperature (0 = greedy)")
@@ -261,6 +276,19 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("dst")
     conv.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"], default="bf16")
     conv.set_defaults(func=cmd_convert)
+
+    bench = sub.add_parser("bench", help="load time, prefill/decode speed, latency, memory, roofline")
+    bench.add_argument("model", help="HF directory, .gguf or .colibri file")
+    bench.add_argument("-t", "--threads", type=_positive_int, default=None)
+    bench.add_argument("--prompt", type=_positive_int, default=512, help="prompt tokens (random ids)")
+    bench.add_argument("--gen", type=_positive_int, default=128, help="tokens to decode (greedy)")
+    bench.add_argument("--repeat", type=_positive_int, default=3, help="rounds; speeds are medians")
+    bench.add_argument("--bandwidth", type=float, default=None, metavar="GB_S",
+                       help="read bandwidth for the roofline (default: measured here)")
+    bench.add_argument("--profile", action="store_true", help="time of a decode step by stage")
+    bench.add_argument("--profile-layers", action="store_true", help="--profile, also per layer")
+    bench.add_argument("--json", action="store_true", help="also print one JSON object as the last line")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

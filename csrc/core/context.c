@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "profile.h"
 #include "../kernels/quant.h"
 
 #define COLIBRI_ALIGN 64
@@ -173,6 +174,7 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
 
 COLIBRI_API void colibri_context_free(colibri_context *ctx) {
     if (!ctx) return;
+    colibri_profile_free(ctx->profile);
     colibri_threadpool_free(ctx->pool);
     free(ctx->arena);
     free(ctx);

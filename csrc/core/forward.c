@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profile.h"
 #include "../kernels/kernels.h"
 
 /* Checks every token of the batch before anything is touched; fills
@@ -102,6 +103,7 @@ static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, co
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: context is NULL");
+    colibri_profile_begin(ctx);
     int rc = colibri_batch_check(ctx, batch);
     if (rc != COLIBRI_OK) return rc;
     const colibri_model *m = ctx->model;
@@ -117,13 +119,22 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
         colibri_rope_table(m->rope_inv_freq, hp->head_dim, batch->pos[t], hp->rope_attn_factor,
                            s->rope_cs + (int64_t)t * hp->head_dim);
     }
+    colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, -1);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_ATTN_NORM], s->x, s->h, T);
+        colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, l);
         colibri_attention_block(ctx, l, batch);
+        colibri_profile_mark(ctx, COLIBRI_STAGE_ATTENTION, l);
         colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_FFN_NORM], s->x, s->h, T);
-        if (m->layer_is_moe[l]) colibri_moe_block(ctx, l, T, out);
-        else colibri_dense_block(ctx, l, T);
+        colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, l);
+        if (m->layer_is_moe[l]) {
+            colibri_moe_block(ctx, l, T, out);   /* marks its own stages */
+        } else {
+            colibri_dense_block(ctx, l, T);
+            colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERTS, l);
+        }
     }
     colibri_lm_head(ctx, batch, out);
+    colibri_profile_mark(ctx, COLIBRI_STAGE_LM_HEAD, -1);
     return COLIBRI_OK;
 }

@@ -128,6 +128,8 @@ struct colibri_context {
     float *k_cache;         /* k_cache: [n_seq, n_layer, n_ctx, K] post-RoPE keys */
     float *v_cache;         /* v_cache: [n_seq, n_layer, n_ctx, K] values */
     colibri_scratch s;
+    struct colibri_profile *profile;   /* stage timers while profiling (colibri_profile_enable),
+                                          else NULL */
 };
 
 /* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profile.h"
 #include "../kernels/kernels.h"
 
 /* ---- ROUTER ---------------------------------------------------------------- */
@@ -108,6 +109,7 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
                               s->router_probs, s->sel_expert + (int64_t)t * k, s->sel_gate + (int64_t)t * k);
     }
     colibri_route_outputs_write(ctx, layer, T, out);
+    colibri_profile_mark(ctx, COLIBRI_STAGE_ROUTER, layer);
 
     /* DISPATCHER: gather h rows in expert order, one MLP per selected expert */
     colibri_dispatch_build(s->sel_expert, T, k, E, s->expert_count, s->expert_start, s->sorted_pair,
@@ -128,7 +130,9 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
                                           &L->t[COLIBRI_T_SHARED_DOWN], s->h, s->ff_gate, s->ff_up,
                                           s->o, T};
     }
+    colibri_profile_mark(ctx, COLIBRI_STAGE_DISPATCH, layer);
     colibri_mlp_run(ctx, s->mlps, n_mlps);
+    colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERTS, layer);
 
     /* AGGREGATOR, then + shared expert, then the residual */
     colibri_aggregate_slots(s->yg, s->pair_row, s->sel_gate, T, k, (int32_t)D, s->h);   /* h: [T, D] */
@@ -139,4 +143,5 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
         }
     }
     for (int64_t i = 0; i < T * D; i++) s->x[i] += s->h[i];
+    colibri_profile_mark(ctx, COLIBRI_STAGE_AGGREGATION, layer);
 }

@@ -239,6 +239,33 @@ COLIBRI_API const colibri_hparams *colibri_context_hparams(const colibri_context
  * so and the best is used). Every set gives bitwise the same results. */
 COLIBRI_API const char *colibri_isa(void);
 
+/* ---- profiling ------------------------------------------------------------
+ * Wall time of forward steps, split by stage (and by layer). Off by default;
+ * while off the timers cost one NULL test each. Each context has its own
+ * timers (allocated by colibri_profile_enable, freed with the context); a
+ * context's steps and its profile calls must not run concurrently. Every
+ * moment of a step is charged to exactly one stage, so the stages sum to the
+ * steps' total time. */
+typedef enum colibri_stage {
+    COLIBRI_STAGE_ATTENTION = 0,  /* q/k/v/o projections, RoPE, KV cache write, attention */
+    COLIBRI_STAGE_ROUTER,         /* router logits, softmax, top-k, gates */
+    COLIBRI_STAGE_DISPATCH,       /* counting sort by expert, gathering rows */
+    COLIBRI_STAGE_EXPERTS,        /* routed + shared expert matmuls (dense MLP in dense layers) */
+    COLIBRI_STAGE_AGGREGATION,    /* gated sum of the slots, shared expert gate, residual add */
+    COLIBRI_STAGE_LM_HEAD,        /* final norm and output matmul of the wanted tokens */
+    COLIBRI_STAGE_OTHER,          /* batch checks, embedding, RMSNorms */
+    COLIBRI_STAGE_COUNT
+} colibri_stage;
+
+/* on != 0: start (or restart) profiling ctx with every counter at zero;
+ * on == 0: stop and free its timers. */
+COLIBRI_API int colibri_profile_enable(colibri_context *ctx, int on);
+/* seconds[n_stages] (n_stages <= COLIBRI_STAGE_COUNT, stage order above) spent
+ * since enabling: layer -1 for the whole steps, or one layer's share. Fails when
+ * ctx is not being profiled or layer is out of range. */
+COLIBRI_API int colibri_profile_read(const colibri_context *ctx, int32_t layer, double *seconds,
+                                     int32_t n_stages);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,247 @@
+"""Random-weight benchmark models, written once into a cache folder.
+
+Two shapes (a small Mixtral and OLMoE-1B-7B), each as
+  - GGUF at q8_0 and q4_0, with llama.cpp's names and metadata (Mixtral as the
+    `llama` arch with stacked experts and permuted q/k rows, OLMoE as `olmoe`)
+    and a SentencePiece-style vocabulary llama.cpp accepts, written with the
+    `gguf` package;
+  - Colibri-native .colibri at q8_0 and q4_0 (the same quantized bytes);
+  - a Hugging Face directory in bf16 (for transformers, and Colibri's own
+    safetensors path), only where asked for.
+Every file of a shape holds the same weights: each matrix row is a row of a
+seeded random pool (per row width), picked by a hash of the tensor's Hugging
+Face name, so no file needs the others and quantizing is done once per pool.
+Norms are ones. Speed does not depend on the values, only on shapes and types.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize
+
+from colibri.convert import F32_KINDS
+from colibri.formats import native
+from colibri.models import ConfigReader, architecture, tensor_slots
+
+SHAPES = {
+    "mixtral-small": ("mixtral", dict(vocab_size=32000, hidden_size=1024, intermediate_size=3584,
+                                      num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=8,
+                                      num_local_experts=8, num_experts_per_tok=2)),
+    "olmoe-1b-7b": ("olmoe", dict(vocab_size=50304, hidden_size=2048, intermediate_size=1024,
+                                  num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
+                                  num_experts=64, num_experts_per_tok=8)),
+}
+COMMON = dict(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+              bos_token_id=1, eos_token_id=2)
+CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig"}
+QTYPES = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0}
+COLIBRI_DTYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
+GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe"}
+# llama.cpp tensor names by Colibri tensor kind ({l}: layer; expert kinds name the stacked tensor)
+GGUF_NAMES = {
+    "TOKEN_EMBD": "token_embd.weight", "OUTPUT_NORM": "output_norm.weight", "OUTPUT": "output.weight",
+    "ATTN_NORM": "blk.{l}.attn_norm.weight", "WQ": "blk.{l}.attn_q.weight", "WK": "blk.{l}.attn_k.weight",
+    "WV": "blk.{l}.attn_v.weight", "WO": "blk.{l}.attn_output.weight",
+    "Q_NORM": "blk.{l}.attn_q_norm.weight", "K_NORM": "blk.{l}.attn_k_norm.weight",
+    "FFN_NORM": "blk.{l}.ffn_norm.weight", "ROUTER": "blk.{l}.ffn_gate_inp.weight",
+    "EXPERT_GATE": "blk.{l}.ffn_gate_exps.weight", "EXPERT_UP": "blk.{l}.ffn_up_exps.weight",
+    "EXPERT_DOWN": "blk.{l}.ffn_down_exps.weight",
+}
+EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
+POOL_ROWS = 2048
+NORM_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "FFN_NORM", "Q_NORM", "K_NORM"})
+
+
+@dataclass
+class Shape:
+    name: str
+    model_type: str
+    hf_config: object          # the transformers config object
+    config: object             # colibri ModelConfig
+    slots: list                # colibri TensorSlots, each with its HF name, kind, layer, expert, shape
+
+
+def shape(name: str) -> Shape:
+    """The shape `name` of SHAPES, through transformers' config class and Colibri's tensor list."""
+    import transformers
+
+    model_type, kwargs = SHAPES[name]
+    hf_config = getattr(transformers, CONFIG_CLASSES[model_type])(**COMMON, **kwargs)
+    raw = hf_config.to_dict()
+    arch = architecture(model_type, name)
+    config = arch.read_config(ConfigReader(raw, name))
+    return Shape(name, model_type, hf_config, config, tensor_slots(arch, config))
+
+
+class Weights:
+    """Deterministic weights: rows of per-width random pools, f32 or quantized once per pool."""
+
+    def __init__(self):
+        self._f32: dict[int, np.ndarray] = {}
+        self._quant: dict[tuple[int, str], np.ndarray] = {}
+
+    def _pool(self, cols: int) -> np.ndarray:
+        if cols not in self._f32:   # pool: [POOL_ROWS, cols]
+            rng = np.random.default_rng(cols)
+            self._f32[cols] = rng.standard_normal((POOL_ROWS, cols), dtype=np.float32) * np.float32(0.05)
+        return self._f32[cols]
+
+    def _rows(self, name: str, n_rows: int) -> np.ndarray:
+        return (zlib.crc32(name.encode()) + np.arange(n_rows)) % POOL_ROWS          # [n_rows]
+
+    def f32(self, slot) -> np.ndarray:
+        """The tensor of `slot` as float32 [rows, cols] (1-D tensors: [n])."""
+        if slot.kind in NORM_KINDS:
+            return np.ones(slot.shape, dtype=np.float32)
+        rows, cols = slot.shape
+        return self._pool(cols)[self._rows(slot.name, rows)]
+
+    def quantized(self, slot, qtype: str) -> np.ndarray:
+        """The tensor of `slot` as uint8 [rows, row_bytes] blocks of `qtype`."""
+        rows, cols = slot.shape
+        key = (cols, qtype)
+        if key not in self._quant:
+            self._quant[key] = quantize(self._pool(cols), QTYPES[qtype])
+        return self._quant[key][self._rows(slot.name, rows)]
+
+
+def stored_as_f32(slot) -> bool:
+    """Norms and routers stay f32 in every file, as llama.cpp's converter and `colibri convert` keep them."""
+    return len(slot.shape) == 1 or slot.kind in F32_KINDS
+
+
+# ---- Hugging Face directory (bf16) ----------------------------------------------------
+def write_hf(s: Shape, weights: Weights, directory: Path) -> None:
+    """config.json + one bf16 safetensors shard per layer (+ the index), names as transformers saves them."""
+    import torch
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    s.hf_config.save_pretrained(directory)
+    shard_of = {slot.name: f"model-{slot.layer + 1:05d}.safetensors" for slot in s.slots}   # layer -1: 00000
+    for shard in sorted(set(shard_of.values())):
+        tensors = {slot.name: torch.from_numpy(weights.f32(slot)).to(torch.bfloat16)
+                   for slot in s.slots if shard_of[slot.name] == shard}
+        save_file(tensors, directory / shard, metadata={"format": "pt"})
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": shard_of}))
+
+
+# ---- GGUF ----------------------------------------------------------------------------
+def _vocabulary(n: int) -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece-style vocabulary of n tokens: <unk> <s> </s>, the 256 byte tokens, then words."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581w{i}" for i in range(n - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (n - 259)           # unknown, control, byte, normal
+    scores = [0.0] * 259 + [-float(i) for i in range(n - 259)]
+    return tokens, scores, types
+
+
+def _permute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's q/k row order for the `llama` arch: per head, halves -> interleaved pairs."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, 2, rows // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _gguf_tensors(s: Shape, weights: Weights, qtype: str):
+    """(name, uint8-or-f32 array, ggml type) of every GGUF tensor, in file order."""
+    c, arch = s.config, GGUF_ARCH[s.model_type]
+    by_key = {(slot.kind, slot.layer, slot.expert): slot for slot in s.slots}
+    for slot in s.slots:
+        if slot.expert > 0:
+            continue
+        name = GGUF_NAMES[slot.kind].format(l=slot.layer)
+        members = ([by_key[(slot.kind, slot.layer, e)] for e in range(c.num_experts)]
+                   if slot.kind in EXPERT_KINDS else [slot])
+        if stored_as_f32(slot):
+            yield name, weights.f32(slot), GGMLQuantizationType.F32
+            continue
+        data = np.stack([weights.quantized(m, qtype) for m in members]) if len(members) > 1 \
+            else weights.quantized(slot, qtype)
+        if arch == "llama" and slot.kind in ("WQ", "WK"):
+            data = _permute_rows(data, c.num_heads if slot.kind == "WQ" else c.num_kv_heads)
+        yield name, data, QTYPES[qtype]
+
+
+def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
+    """A GGUF file llama.cpp loads, streamed tensor by tensor."""
+    c, arch = s.config, GGUF_ARCH[s.model_type]
+    w = GGUFWriter(str(path), arch)
+    w.add_name(f"{s.name}-random-{qtype}")
+    w.add_block_count(c.num_layers)
+    w.add_context_length(c.context_length)
+    w.add_embedding_length(c.hidden_size)
+    w.add_feed_forward_length(c.expert_intermediate_size)
+    w.add_head_count(c.num_heads)
+    w.add_head_count_kv(c.num_kv_heads)
+    w.add_rope_dimension_count(c.head_dim)
+    w.add_rope_freq_base(float(s.hf_config.rope_parameters["rope_theta"]))
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_expert_count(c.num_experts)
+    w.add_expert_used_count(c.top_k)
+    w.add_vocab_size(c.vocab_size)
+    w.add_file_type({"q8_0": 7, "q4_0": 2}[qtype])
+    if s.model_type == "olmoe" and c.router_renormalize:
+        w.add_bool("olmoe.expert_weights_norm", True)
+    tokens, scores, types = _vocabulary(c.vocab_size)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    for name, data, kind in _gguf_tensors(s, weights, qtype):
+        w.add_tensor_info(name, data.shape, data.dtype, data.nbytes, raw_dtype=None if data.dtype == np.float32
+                          else kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for _, data, _ in _gguf_tensors(s, weights, qtype):
+        w.write_tensor_data(np.ascontiguousarray(data))
+    w.close()
+
+
+# ---- Colibri-native ---------------------------------------------------------------------
+def write_colibri(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
+    """A .colibri file holding the same quantized bytes as the GGUF (q/k rows in HF order)."""
+    def tensor(slot):
+        if stored_as_f32(slot):
+            return "F32", np.ascontiguousarray(weights.f32(slot))
+        return COLIBRI_DTYPE[qtype], np.ascontiguousarray(weights.quantized(slot, qtype))
+
+    metadata = {"architecture": s.model_type, "files": {"config.json": s.hf_config.to_json_string()},
+                "source": {"format": "random", "shape": s.name, "dtype": qtype}}
+    native.write_native(path, s.config, s.slots, tensor, metadata)
+
+
+# ---- the cache ------------------------------------------------------------------------------
+def ensure(root: Path, shape_name: str, *, hf: bool, log=print) -> dict[str, Path]:
+    """Paths of every model file of `shape_name` under root, writing the missing ones:
+    {"gguf-q8_0", "gguf-q4_0", "colibri-q8_0", "colibri-q4_0"} and, with hf, "hf-bf16"."""
+    root.mkdir(parents=True, exist_ok=True)
+    s, weights = shape(shape_name), Weights()
+    paths = {}
+    for qtype in QTYPES:
+        paths[f"gguf-{qtype}"] = root / f"{shape_name}-{qtype}.gguf"
+        paths[f"colibri-{qtype}"] = root / f"{shape_name}-{qtype}.colibri"
+    if hf:
+        paths["hf-bf16"] = root / f"{shape_name}-hf-bf16"
+    for key, path in paths.items():
+        if path.exists():
+            continue
+        log(f"writing {path}")
+        partial = path.with_name(path.name + ".partial")
+        kind, qtype = key.split("-")
+        if kind == "hf":
+            write_hf(s, weights, partial)
+        elif kind == "gguf":
+            write_gguf(s, weights, qtype, partial)
+        else:
+            write_colibri(s, weights, qtype, partial)
+        partial.rename(path)
+    return paths

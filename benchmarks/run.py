@@ -1,0 +1,230 @@
+"""Colibri vs llama.cpp vs transformers on the same random weights, in one run.
+
+    python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 3]
+
+1. measures the machine's read bandwidth (1 GiB buffer, 1 and 2 threads);
+2. writes the random-weight models it lacks (benchmarks/models.py): a small Mixtral and
+   OLMoE-1B-7B, as GGUF and Colibri-native at q8_0 and q4_0, plus a bf16 Hugging Face
+   directory where transformers fits in memory;
+3. runs every measurement in a fresh process, after reading its file once (warm page
+   cache): `colibri bench` on each format Colibri loads, llama.cpp (llama-cpp-python) on
+   the GGUF files, transformers (bf16 and f32) on the Hugging Face directory;
+4. prints the machine, a Markdown table (medians of --repeat rounds per process) with %
+   of roofline and Colibri / llama.cpp ratios, and writes everything as JSON (--out).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import models  # noqa: E402  (benchmarks/models.py)
+
+# Per shape: prompt and decode lengths (the big shape is cut to keep the run near 15 minutes).
+RUN_LENGTHS = {"mixtral-small": (512, 32), "olmoe-1b-7b": (64, 16)}
+GIB = 1 << 30
+
+
+# ---- machine ---------------------------------------------------------------------------
+def machine() -> dict:
+    """CPU, cores, memory, load and the busiest other processes, as plain text fields."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kib = int(next(l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines()
+                       if l.startswith("MemTotal")))
+    top = subprocess.run(["ps", "-eo", "pcpu,ni,comm", "--sort=-pcpu"], capture_output=True, text=True).stdout
+    return dict(cpu=cpu, cores=os.cpu_count(), memory_gib=round(mem_kib / (1 << 20), 1),
+                kernel=platform.release(), python=platform.python_version(),
+                load_average=" ".join(f"{x:.2f}" for x in os.getloadavg()),
+                busiest_processes=[" ".join(l.split()) for l in top.splitlines()[1:7]])
+
+
+def read_bandwidth(threads: int) -> float:
+    """GB/s reading a 1 GiB buffer with `threads` threads, in a child (the buffer must not linger)."""
+    code = f"from colibri.bench import measure_read_bandwidth as m; print(m({threads}, {GIB}, 5))"
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                text=True).stdout.strip())
+
+
+def warm(path: Path) -> None:
+    """Read every byte of a model file or directory once, so each engine starts from the page cache."""
+    files = sorted(path.iterdir()) if path.is_dir() else [path]
+    for f in files:
+        with open(f, "rb", buffering=0) as stream:
+            while stream.read(64 << 20):
+                pass
+
+
+# ---- one measurement --------------------------------------------------------------------
+def _last_json(command: list[str], timeout: float) -> dict:
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {proc.returncode}: {tail}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, bandwidth: float) -> dict:
+    return _last_json([sys.executable, "-m", "colibri", "bench", str(path), "-t", str(threads), "--prompt",
+                       str(prompt), "--gen", str(gen), "--repeat", str(repeat), "--bandwidth", str(bandwidth),
+                       "--json"], timeout=900)
+
+
+def reference_run(engine: str, path: Path, vocab: int, threads: int, prompt: int, gen: int, repeat: int,
+                  dtype: str) -> dict:
+    return _last_json([sys.executable, str(HERE / "reference_engines.py"), engine, str(path), "--vocab",
+                       str(vocab), "-t", str(threads), "--prompt", str(prompt), "--gen", str(gen), "--repeat",
+                       str(repeat), "--dtype", dtype], timeout=900)
+
+
+def colibri_reads(path: Path) -> str | None:
+    """None when colibri.load opens `path` here, else the one-line reason ("not yet" in the table)."""
+    import colibri
+
+    try:
+        colibri.load(path, threads=1, n_ctx=16).close()
+        return None
+    except (colibri.ModelError, ValueError) as exc:
+        return str(exc).splitlines()[0]
+
+
+def transformers_fits(shape: models.Shape, limit_gb: float) -> tuple[bool, float]:
+    """(bf16 weights fit under limit_gb and in the memory available now, their size in GB)."""
+    import psutil
+
+    params = sum(int(np.prod(slot.shape)) for slot in shape.slots)
+    bf16_gb = 2 * params / 1e9
+    return bf16_gb <= limit_gb and 2 * bf16_gb * 1e9 < psutil.virtual_memory().available, bf16_gb
+
+
+def _progress(row: dict) -> str:
+    """One line per finished measurement (times since the run started are in the JSON)."""
+    where = f"{row['shape']} {row['engine']} {row['weights']} t={row.get('threads', '-')}"
+    if "error" in row or "skipped" in row:
+        return f"{where}: {row.get('skipped') or row['error']}"
+    return (f"{where}: load {row['load_s']:.2f} s, prefill {row['prefill_tok_s']:.1f} tok/s, "
+            f"decode {row['decode_tok_s']:.2f} tok/s")
+
+
+# ---- the table ----------------------------------------------------------------------------
+def _ratio(a: dict, b: dict | None, key: str) -> str:
+    if not b or "error" in b or "error" in a:
+        return ""
+    return f"{a[key] / b[key]:.2f}"
+
+
+def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
+    """Markdown rows: one per measurement; ratios of each Colibri row to llama.cpp (same file
+    type and threads) or, for the bf16 directory, to transformers bf16; machine load is the
+    1-minute load average when the measurement ended (2 = both cores busy)."""
+    head = ("| shape | engine | weights | threads | load s | prefill tok/s | decode tok/s | p50 ms | p99 ms | "
+            "peak RSS GiB | read/token MiB | % roofline | decode ratio | prefill ratio | machine load |")
+    out = [head, "|" + "---|" * 15]
+    for r in rows:
+        if "error" in r or "skipped" in r:
+            out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r.get('threads', '')} | "
+                       f"{r.get('skipped') or r['error']} |" + " |" * 10)
+            continue
+        peer = None
+        if r["engine"] == "colibri":
+            peer_engine, peer_weights = (("transformers", "hf-bf16") if r["weights"] == "hf-bf16"
+                                         else ("llama.cpp", "gguf-" + r["weights"].split("-")[1]))
+            peer = next((p for p in rows if p["shape"] == r["shape"] and p["engine"] == peer_engine
+                         and p["weights"] == peer_weights and p.get("threads") == r["threads"]), None)
+        bpt = r["bytes_per_token"]
+        roof = 100 * bpt * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
+        note = " (vs transformers)" if peer and peer["engine"] == "transformers" else ""
+        out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r['threads']} | {r['load_s']:.2f} | "
+                   f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
+                   f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {roof:.0f}% | "
+                   f"{_ratio(r, peer, 'decode_tok_s')}{note} | {_ratio(r, peer, 'prefill_tok_s')} | "
+                   f"{r['load_1min']:.1f} |")
+    return out
+
+
+# ---- the run --------------------------------------------------------------------------------
+def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int, float], add) -> str:
+    """Every measurement of one shape, each passed to add(row) as it finishes; llama.cpp's system info."""
+    s = models.shape(shape_name)
+    fits, bf16_gb = transformers_fits(s, args.transformers_max_gb)
+    paths = models.ensure(args.models, shape_name, hf=fits)
+    prompt, gen = (32, 4) if args.quick else RUN_LENGTHS[shape_name]
+    bytes_per_token: dict[str, int] = {}          # from Colibri's run on the same file
+    system_info = ""
+    for key, path in paths.items():
+        warm(path)
+        reason = colibri_reads(path)
+        for t in threads:
+            base = dict(shape=shape_name, weights=key, threads=t, prompt=prompt, gen=gen)
+            if reason is not None:
+                add({**base, "engine": "colibri", "skipped": f"not yet ({reason})"})
+            else:
+                result = colibri_run(path, t, prompt, gen, args.repeat, bandwidth[t])
+                bytes_per_token[key] = result.get("bytes_per_token", 0)
+                add({**base, "engine": "colibri", **result})
+            if key.startswith("gguf"):
+                result = reference_run("llama.cpp", path, s.config.vocab_size, t, prompt, gen, args.repeat, "bf16")
+                system_info = result.get("system_info", system_info)
+                add({**base, "engine": "llama.cpp", **result, "bytes_per_token": bytes_per_token.get(key, 0)})
+            if key == "hf-bf16":
+                for dtype, scale in (("bf16", 1), ("f32", 2)):
+                    result = reference_run("transformers", path, s.config.vocab_size, t, prompt, gen,
+                                           args.repeat, dtype)
+                    add({**base, "engine": "transformers", "weights": f"hf-{dtype}", **result,
+                         "bytes_per_token": scale * bytes_per_token.get(key, 0)})
+    if not fits:
+        add(dict(shape=shape_name, engine="transformers", weights="hf-bf16",
+                 skipped=f"not run: {bf16_gb:.1f} GB of bf16 weights > --transformers-max-gb "
+                         f"{args.transformers_max_gb:g} or the memory available"))
+    return system_info
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", type=Path, default=Path("/work/bench_models"))
+    p.add_argument("--shapes", default=",".join(models.SHAPES))
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--transformers-max-gb", type=float, default=8.0,
+                   help="run transformers only when the bf16 weights are at most this big")
+    p.add_argument("--quick", action="store_true", help="a pipeline check: 32-token prompt, 4 tokens, 1 round")
+    p.add_argument("--out", type=Path, default=Path("/work/bench_models/results.json"))
+    args = p.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.quick:
+        args.repeat = 1
+    started = time.time()
+    info = machine()
+    print(json.dumps(info, indent=1), flush=True)
+    bandwidth = {t: read_bandwidth(t) for t in threads}
+    print("read bandwidth GB/s: " + ", ".join(f"{t} thread(s) {bw:.2f}" for t, bw in bandwidth.items()), flush=True)
+    rows: list[dict] = []
+
+    def add(row: dict) -> None:
+        row["load_1min"] = os.getloadavg()[0]        # the machine's load over the measurement's last minute
+        rows.append(row)
+        print(_progress(row), flush=True)
+
+    system_info = ""
+    for shape_name in args.shapes.split(","):
+        system_info = measure_shape(shape_name, args, threads, bandwidth, add) or system_info
+    lines = table(rows, bandwidth)
+    print("\n".join(lines))
+    print(f"llama.cpp: {system_info}")
+    print(f"total {time.time() - started:.0f} s; load average at the end {os.getloadavg()}")
+    args.out.write_text(json.dumps(dict(machine=info, bandwidth_gb_s=bandwidth, llama_cpp=system_info,
+                                        rows=rows, table=lines), indent=1))
+
+
+if __name__ == "__main__":
+    main()

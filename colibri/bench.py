@@ -1,0 +1,256 @@
+"""What `colibri bench` measures: load time, prefill and decode speed, per-token
+latency, peak RSS, weight bytes read per decode token against the machine's
+read bandwidth, and (on request) where a decode step's time goes.
+
+Prompts are seeded random token ids, decoding is greedy (argmax), so a run
+needs no tokenizer and repeats exactly. Peak RSS is the process's high-water
+mark, taken before the bandwidth probe allocates its buffer: run one
+measurement per process for a meaningful figure (the CLI does).
+"""
+from __future__ import annotations
+
+import ctypes
+import resource
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import _native
+
+PROBE_BYTES = 256 << 20      # well above any last-level cache
+PROBE_PASSES = 3
+SAMPLING = "sampling"        # the one stage measured in Python
+
+
+@dataclass
+class StepProfile:
+    """Seconds per decode token by stage; `layers` holds one such dict per layer on request."""
+
+    seconds: dict[str, float]
+    layers: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+
+@dataclass
+class BenchResult:
+    model: str
+    architecture: str
+    isa: str
+    threads: int
+    prompt_tokens: int
+    gen_tokens: int
+    repeat: int
+    load_s: float
+    prefill_tok_s: float          # median over repeats
+    decode_tok_s: float           # median over repeats
+    p50_ms: float                 # per decode token (forward + sampling), all repeats pooled
+    p99_ms: float
+    peak_rss_bytes: int
+    bytes_per_token: int          # weight bytes one decode step reads
+    read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads
+    roofline_fraction: float      # bytes_per_token * decode_tok_s / read bandwidth
+    profile: StepProfile | None = None
+
+    def as_json(self) -> dict:
+        out = asdict(self)
+        if self.profile is None:
+            out.pop("profile")
+        return out
+
+
+# ---- machine ----------------------------------------------------------------
+def measure_read_bandwidth(threads: int, nbytes: int = PROBE_BYTES, passes: int = PROBE_PASSES) -> float:
+    """Best-of-`passes` read bandwidth in GB/s: `threads` threads each sum their
+    share of one nbytes float64 buffer (numpy releases the GIL while summing)."""
+    buffer = np.ones(nbytes // 8)                                       # buffer: [nbytes / 8] float64
+    shares = np.array_split(buffer, threads)
+    best = 0.0
+    for _ in range(passes):
+        workers = [threading.Thread(target=np.sum, args=(share,)) for share in shares]
+        start = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        best = max(best, buffer.nbytes / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def colibri_isa() -> str:
+    """The SIMD kernel set libcolibri runs with here."""
+    return _native.lib().colibri_isa().decode()
+
+
+def peak_rss_bytes() -> int:
+    """This process's resident-set high-water mark."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024     # Linux reports KiB
+
+
+# ---- steps --------------------------------------------------------------------
+def _prefill(model, prompt: np.ndarray) -> np.ndarray:
+    """Run `prompt` [T] into sequence 0 from position 0; the last token's logits [V]."""
+    step = model._context().n_batch
+    logits = None
+    for start in range(0, len(prompt), step):
+        chunk = prompt[start:start + step]                                    # [n]
+        want = np.zeros(len(chunk), dtype=bool)                               # [n]
+        want[-1] = start + len(chunk) == len(prompt)
+        logits = model.forward(chunk, np.arange(start, start + len(chunk)), np.zeros(len(chunk), int), want)
+    return logits[0]
+
+
+def _decode(model, logits: np.ndarray, first_pos: int, n: int) -> tuple[list[float], float]:
+    """Greedy-decode n tokens after the prompt; (seconds per token, seconds spent sampling)."""
+    latencies, sampling = [], 0.0
+    token = int(np.argmax(logits))
+    for i in range(n):
+        start = time.perf_counter()
+        logits = model.forward([token], [first_pos + i], [0])[0]              # [V]
+        picked = time.perf_counter()
+        token = int(np.argmax(logits))
+        done = time.perf_counter()
+        sampling += done - picked
+        latencies.append(done - start)
+    return latencies, sampling
+
+
+class _Profiler:
+    """libcolibri's stage timers on one context, over the decode steps run inside `with`."""
+
+    def __init__(self, model, per_layer: bool):
+        self.handle = model._context().handle
+        self.n_layers = model.config.num_layers
+        self.per_layer = per_layer
+        self.lib = _native.lib()
+
+    def __enter__(self) -> "_Profiler":
+        if self.lib.colibri_profile_enable(self.handle, 1):
+            raise RuntimeError(_native.last_error())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lib.colibri_profile_enable(self.handle, 0)
+
+    def read(self, layer: int) -> dict[str, float]:
+        n = len(_native.PROFILE_STAGES)
+        seconds = (ctypes.c_double * n)()
+        if self.lib.colibri_profile_read(self.handle, layer, seconds, n):
+            raise RuntimeError(_native.last_error())
+        return dict(zip(_native.PROFILE_STAGES, seconds))
+
+    def step_profile(self, n_tokens: int, wall: float, sampling: float) -> StepProfile:
+        """Per-token seconds by stage; Python's share of the wall time beyond the C
+        step and the sampling is counted as 'other', so the stages sum to the wall time."""
+        core = self.read(-1)
+        seconds = {stage: s / n_tokens for stage, s in core.items()}
+        seconds[SAMPLING] = sampling / n_tokens
+        seconds["other"] += max(0.0, wall - sum(core.values()) - sampling) / n_tokens
+        layers = []
+        if self.per_layer:
+            layers = [{stage: s / n_tokens for stage, s in self.read(l).items()} for l in range(self.n_layers)]
+        return StepProfile(seconds, layers)
+
+
+# ---- the benchmark -------------------------------------------------------------
+def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
+        repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
+        profile_layers: bool = False, seed: int = 0) -> BenchResult:
+    """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
+
+    bandwidth_gb_s: the read bandwidth to compare against (None: probe it here,
+    after the peak RSS is read). profile: time the decode steps of the last round
+    by stage (profile_layers: also per layer).
+    """
+    import colibri
+
+    from .summary import summarize
+
+    for name, value in (("prompt", prompt_tokens), ("gen", gen_tokens), ("repeat", repeat)):
+        if value < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {value}")
+    if bandwidth_gb_s is not None and not bandwidth_gb_s > 0:
+        raise ValueError(f"--bandwidth must be a positive number of GB/s, got {bandwidth_gb_s}")
+    n_ctx = prompt_tokens + gen_tokens
+    start = time.perf_counter()
+    model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512))
+    load_s = time.perf_counter() - start
+    with model:
+        c = model.config
+        if model.n_ctx < n_ctx:
+            raise ValueError(f"--prompt {prompt_tokens} + --gen {gen_tokens} exceed the model's context "
+                             f"length {model.n_ctx}")
+        prompt = np.random.default_rng(seed).integers(0, c.vocab_size, size=prompt_tokens)  # [P]
+        prefill_rates, decode_rates, latencies = [], [], []
+        step_profile = None
+        for round_index in range(repeat):
+            start = time.perf_counter()
+            logits = _prefill(model, prompt)
+            prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
+            if profile and round_index == repeat - 1:
+                with _Profiler(model, profile_layers) as profiler:
+                    steps, sampling = _decode(model, logits, prompt_tokens, gen_tokens)
+                    step_profile = profiler.step_profile(gen_tokens, sum(steps), sampling)
+            else:
+                steps, _ = _decode(model, logits, prompt_tokens, gen_tokens)
+            decode_rates.append(gen_tokens / sum(steps))
+            latencies += steps
+        summary = summarize(model)
+        threads_used = model.threads
+    peak = peak_rss_bytes()
+    bandwidth = bandwidth_gb_s or measure_read_bandwidth(threads_used)
+    decode = statistics.median(decode_rates)
+    lat_ms = np.array(latencies) * 1e3                                                # [repeat * gen]
+    return BenchResult(
+        model=str(path), architecture=c.architecture, isa=colibri_isa(), threads=threads_used,
+        prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, repeat=repeat, load_s=load_s,
+        prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=decode,
+        p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
+        peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, read_bandwidth_gb_s=bandwidth,
+        roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), profile=step_profile)
+
+
+# ---- report ------------------------------------------------------------------------
+def report_lines(r: BenchResult) -> list[str]:
+    """The human-readable report of one run."""
+    from .summary import human_bytes
+
+    rows = [
+        ("model", f"{r.model} ({r.architecture})"),
+        ("kernels", f"{r.isa}, {r.threads} thread{'s' if r.threads != 1 else ''}"),
+        ("load", f"{r.load_s:.3f} s"),
+        ("prefill", f"{r.prefill_tok_s:.1f} tok/s ({r.prompt_tokens} tokens, median of {r.repeat})"),
+        ("decode", f"{r.decode_tok_s:.2f} tok/s ({r.gen_tokens} tokens, median of {r.repeat})"),
+        ("per token", f"p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms"),
+        ("peak RSS", human_bytes(r.peak_rss_bytes)),
+        ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
+                           f"{100 * r.roofline_fraction:.1f}% of the {r.read_bandwidth_gb_s:.2f} GB/s read bandwidth"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{key:<{width}}  {value}" for key, value in rows]
+    if r.profile is not None:
+        lines += [""] + profile_lines(r.profile)
+    return lines
+
+
+def profile_lines(p: StepProfile) -> list[str]:
+    """Per-stage time and share of a decode step; per layer when recorded."""
+    stages = list(p.seconds)
+    total = p.total
+    lines = [f"decode step profile ({1e3 * total:.3f} ms per token)",
+             f"  {'stage':<12} {'ms/token':>10} {'share':>7}"]
+    for stage in stages:
+        lines.append(f"  {stage:<12} {1e3 * p.seconds[stage]:>10.3f} {100 * p.seconds[stage] / total:>6.1f}%")
+    if p.layers:
+        core = [stage for stage in p.layers[0] if stage != "lm_head"]   # lm_head runs after the layers
+        lines += ["", "per layer (ms/token)", f"  {'layer':<6}" + "".join(f"{s:>12}" for s in core)]
+        for l, seconds in enumerate(p.layers):
+            lines.append(f"  {l:<6}" + "".join(f"{1e3 * seconds[s]:>12.3f}" for s in core))
+    return lines

@@ -1,0 +1,84 @@
+"""`colibri bench`: the report, its JSON line and the decode-step profile (no timing thresholds)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from colibri import _native
+
+REQUIRED = ("load_s", "prefill_tok_s", "decode_tok_s", "p50_ms", "p99_ms", "peak_rss_bytes", "bytes_per_token")
+SMALL_RUN = ["--prompt", "16", "--gen", "8", "--repeat", "1"]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    # a fresh process, as benchmarks run it: peak RSS is per process
+    return subprocess.run([sys.executable, "-m", "colibri", "bench", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tiny_model_factory):
+    return str(tiny_model_factory("mixtral-a").path)
+
+
+def test_json_has_every_required_field(tiny_path):
+    proc = _bench(tiny_path, *SMALL_RUN, "-t", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in REQUIRED:
+        assert isinstance(result[key], (int, float)) and result[key] > 0, (key, result[key])
+    assert isinstance(result["peak_rss_bytes"], int) and isinstance(result["bytes_per_token"], int)
+    assert result["p50_ms"] <= result["p99_ms"]
+    assert result["threads"] == 1 and result["prompt_tokens"] == 16 and result["gen_tokens"] == 8
+    assert 0 < result["roofline_fraction"] and result["read_bandwidth_gb_s"] > 0
+    assert "profile" not in result
+
+
+def test_profile_lists_every_stage_with_shares_summing_to_100(tiny_path):
+    proc = _bench(tiny_path, *SMALL_RUN, "--profile", "--bandwidth", "10")
+    assert proc.returncode == 0, proc.stderr
+    shares = {}
+    for line in proc.stdout.splitlines():
+        m = re.fullmatch(r"\s+(\w+)\s+([\d.]+)\s+([\d.]+)%", line)
+        if m:
+            shares[m.group(1)] = float(m.group(3))
+    assert list(shares) == [*_native.PROFILE_STAGES, "sampling"]
+    assert sum(shares.values()) == pytest.approx(100.0, abs=0.5)
+    assert shares["experts"] > 0 and shares["attention"] > 0
+
+
+def test_profile_per_layer_adds_up_to_the_step(tiny_path):
+    proc = _bench(tiny_path, *SMALL_RUN, "--profile-layers", "--bandwidth", "10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "per layer (ms/token)" in proc.stdout
+    profile = json.loads(proc.stdout.strip().splitlines()[-1])["profile"]
+    assert len(profile["layers"]) == 2                       # mixtral-a has 2 layers
+    for stage in ("attention", "router", "experts"):
+        assert all(layer[stage] > 0 for layer in profile["layers"])
+    for stage in ("attention", "router", "dispatch", "experts", "aggregation"):   # charged only inside layers
+        assert sum(layer[stage] for layer in profile["layers"]) == pytest.approx(profile["seconds"][stage])
+
+
+def test_profile_read_refuses_a_context_not_profiled(tiny_path):
+    import ctypes
+
+    import colibri
+
+    with colibri.load(tiny_path, threads=1, n_ctx=16) as model:
+        seconds = (ctypes.c_double * len(_native.PROFILE_STAGES))()
+        assert _native.lib().colibri_profile_read(model._context().handle, -1, seconds, len(seconds)) != 0
+        assert "not being profiled" in _native.last_error()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prompt", "250", "--gen", "10"], "exceed the model's context length 256"),
+    (["--bandwidth", "0"], "--bandwidth must be a positive number"),
+])
+def test_bad_input_is_one_line(tiny_path, args, message):
+    proc = _bench(tiny_path, "--repeat", "1", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
