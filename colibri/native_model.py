@@ -56,8 +56,19 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
     return hp, (inv_freq, layer_is_moe)
 
 
-class NativeModel:
-    """An owned colibri_model: created, filled, finalized; freed by close()."""
+class ModelHandle:
+    """An owned colibri_model*; close() frees it (idempotent)."""
+
+    handle = None
+
+    def close(self) -> None:
+        if self.handle:
+            _native.lib().colibri_model_free(self.handle)
+            self.handle = None
+
+
+class NativeModel(ModelHandle):
+    """A colibri_model built from tensor views: created, filled, finalized; freed by close()."""
 
     def __init__(self, config: ModelConfig, weights: Sequence[tuple[TensorSlot, WeightRef]]):
         lib = _native.lib()
@@ -80,11 +91,6 @@ class NativeModel:
         except BaseException:
             self.close()
             raise
-
-    def close(self) -> None:
-        if self.handle:
-            _native.lib().colibri_model_free(self.handle)
-            self.handle = None
 
 
 class NativeContext:

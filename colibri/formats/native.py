@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import _native
+from ..native_model import ModelHandle, WeightRef, hparams_for
 from ..errors import ModelError
 from ..models.spec import ModelConfig, TensorSlot
 from .safetensors import parse_json_object
@@ -114,8 +115,6 @@ def _describe(kind: str, layer: int, expert: int) -> str:
 
 def encode_hparams(config: ModelConfig) -> bytes:
     """The hparams block of a ModelConfig, through the same mapping the C model is built with."""
-    from ..native_model import hparams_for
-
     hp, (inv_freq, layer_is_moe) = hparams_for(config)
     scalars = _HP_SCALARS.pack(*(getattr(hp, f) for f in _HP_FIELDS))
     return scalars + inv_freq.astype("<f4").tobytes() + layer_is_moe.astype("u1").tobytes()
@@ -433,11 +432,11 @@ def _check_entry(where: str, i: int, e: Entry, prev: Entry | None, hp: dict, end
 
 # ==================================================================================== loading through C
 
-class NativeFileModel:
+class NativeFileModel(ModelHandle):
     """A colibri_model loaded by the C core straight from a native file (zero-copy mmap).
 
     `handle` is the colibri_model*, `metadata` the file's metadata object. Same close()
-    contract as native_model.NativeModel, so colibri.Model can own it.
+    contract as native_model.NativeModel (ModelHandle), so colibri.Model can own it.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -457,11 +456,6 @@ class NativeFileModel:
         except BaseException:
             self.close()
             raise
-
-    def close(self) -> None:
-        if self.handle:
-            _native.lib().colibri_model_free(self.handle)
-            self.handle = None
 
 
 def side_files(metadata: dict, where: str) -> dict[str, str]:
@@ -499,7 +493,6 @@ def open_native(path: str | os.PathLike):
     generation defaults from the embedded side files through the same code a Hugging Face directory
     takes, weights as zero-copy views [(TensorSlot, WeightRef)] in slot order."""
     from ..models import ConfigReader, architecture, tensor_slots
-    from ..native_model import WeightRef
 
     file = NativeFile.open(path)
     try:
