@@ -95,6 +95,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),
         "colibri_model_load": (vp, [ctypes.c_char_p]),
         "colibri_quantize": (c_int, [c_i32, vp, vp, c_i64]),
+        "colibri_dequantize": (c_int, [c_i32, vp, vp, c_i64]),
         "colibri_model_metadata": (c_int, [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t)]),
         "colibri_isa": (ctypes.c_char_p, []),
         "colibri_profile_enable": (c_int, [vp, c_int]),

@@ -205,7 +205,8 @@ def cmd_check(args) -> int:
 def cmd_convert(args) -> int:
     from .convert import convert
 
-    out = convert(args.src, args.dst, args.dtype)
+    dtype = args.dtype or ("keep" if str(args.src).endswith(".gguf") else "bf16")
+    out = convert(args.src, args.dst, dtype)
     print(f"{out}: written")
     return 0
 
@@ -271,10 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-scan", dest="scan", action="store_false", help="skip the NaN/Inf scan")
     check.set_defaults(func=cmd_check)
 
-    conv = sub.add_parser("convert", help="convert a Hugging Face directory to one .colibri file")
+    conv = sub.add_parser("convert", help="convert a Hugging Face directory or a GGUF file to one .colibri file")
     conv.add_argument("src")
     conv.add_argument("dst")
-    conv.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"], default="bf16")
+    conv.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "keep"], default=None,
+                      help="weight type (default: bf16 for a Hugging Face directory, keep for a GGUF file)")
     conv.set_defaults(func=cmd_convert)
 
     bench = sub.add_parser("bench", help="load time, prefill/decode speed, latency, memory, roofline")

@@ -1,6 +1,8 @@
-"""colibri convert: a Hugging Face directory -> one Colibri-native file (docs/FORMAT.md).
+"""colibri convert: a Hugging Face directory or a GGUF file -> one Colibri-native file
+(docs/FORMAT.md).
 
     convert("path/to/hf-dir", "model.colibri", "bf16")
+    convert("model.Q4_0.gguf", "model.colibri", "keep")   # every tensor as stored
 
 Matrices are stored at the requested dtype: f32, f16 or bf16 (rounded to nearest even), or
 the GGUF block types q8_0, q4_0, q4_1 (quantized by the C core's reference quantizer; a
@@ -24,16 +26,18 @@ from .formats import native
 from .formats.hf_dir import HFCheckpoint
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 
-TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1"}
+TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
+                 "keep": None}   # keep: every tensor in its source type
 BLOCK_TYPES = {"Q8_0": (3, 34), "Q4_0": (4, 18), "Q4_1": (5, 20)}   # colibri_dtype id, bytes per 32
 # Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
 F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
                        "ROUTER", "SHARED_ROUTER"})
-SOURCE_DTYPES = ("F32", "F16", "BF16")
 
 
-def to_f32(array: np.ndarray, dtype: str) -> np.ndarray:
-    """A safetensors view (F32, F16, or BF16 as raw uint16 bits) widened exactly to float32."""
+def to_f32(array: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A view (F32, F16, BF16 as raw uint16 bits, or raw block bytes with `shape`) widened to float32."""
+    if dtype in BLOCK_TYPES:
+        return dequantize_rows(array, dtype, shape)
     if dtype == "BF16":
         return (array.astype(np.uint32) << 16).view(np.float32)
     return array.astype(np.float32)
@@ -62,8 +66,25 @@ def quantize_rows(x: np.ndarray, target: str) -> np.ndarray:
     return out
 
 
+def dequantize_rows(raw: np.ndarray, source: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Block bytes of `source` type -> float32 [*shape] via libcolibri."""
+    import ctypes
+
+    from . import _native
+
+    out = np.empty(shape, dtype=np.float32)                                # out: [rows, cols]
+    src = np.ascontiguousarray(raw)
+    if _native.lib().colibri_dequantize(BLOCK_TYPES[source][0], src.ctypes.data_as(ctypes.c_void_p),
+                                        out.ctypes.data_as(ctypes.c_void_p), out.size):
+        raise ModelError(f"dequantize {source}: {_native.last_error()}")
+    return out
+
+
 def tensor_bytes(array: np.ndarray, source: str, target: str) -> np.ndarray:
-    """The little-endian bytes of a tensor converted from `source` to `target` dtype."""
+    """The little-endian bytes of a tensor converted from `source` to `target` dtype.
+    Block-type sources come as raw bytes; their `array` is then viewed with its shape by the caller."""
+    if source == target and source in BLOCK_TYPES:
+        return np.ascontiguousarray(array)
     if target in BLOCK_TYPES:
         return quantize_rows(to_f32(array, source).reshape(array.shape[0], -1), target)
     if source == target:
@@ -112,40 +133,84 @@ class ProgressBar:
         self.stream.flush()
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
-    """Convert the Hugging Face directory `src` to the native file `dst` at `dtype`
-    (f32|f16|bf16|q8_0|q4_0|q4_1)."""
-    if dtype not in TARGET_DTYPES:
-        raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
-    target = TARGET_DTYPES[dtype]
+def _hf_source(src):
+    """(config, slots, tensor(slot) -> (dtype, array, shape), side files, source info, close)."""
     checkpoint = HFCheckpoint.open(src)
     try:
         source = str(checkpoint.directory / "config.json")
         arch = architecture(checkpoint.config.get("model_type"), source)
         config = arch.read_config(ConfigReader(checkpoint.config, source))
-        slots = tensor_slots(arch, config)
 
-        def weight(slot: TensorSlot) -> tuple[str, np.ndarray]:
+        def tensor(slot: TensorSlot):
             view = checkpoint.tensor(slot.name)
             where = f"{view.file}: tensor '{slot.name}'"
-            if view.dtype not in SOURCE_DTYPES:
-                raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of "
-                                 f"{', '.join(SOURCE_DTYPES)})")
+            if view.dtype not in ("F32", "F16", "BF16"):
+                raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected F32, F16 or BF16)")
             if tuple(view.shape) != slot.shape:
                 raise ModelError(f"{where}: shape {list(view.shape)}, expected {list(slot.shape)}")
-            stored = "F32" if slot.kind in F32_KINDS else target
+            return view.dtype, view.array
+
+        return (arch, config, tensor_slots(arch, config), tensor, _side_files(checkpoint), "huggingface",
+                checkpoint.close)
+    except BaseException:
+        checkpoint.close()
+        raise
+
+
+def _gguf_source(src):
+    """The same for a GGUF file: its tensors as stored, its metadata as side files."""
+    import json
+
+    from .gguf_source import architecture_for, hf_config_from_gguf, open_gguf
+
+    gguf, config, weights, tokenizer = open_gguf(src)
+    try:
+        arch = architecture_for(gguf)
+        refs = {(slot.kind, slot.layer, slot.expert): ref for slot, ref in weights}
+        files = {"config.json": json.dumps(hf_config_from_gguf(gguf, arch))}
+        if tokenizer is not None:
+            files["tokenizer.json"] = tokenizer.backend.to_str()
+            files["tokenizer_config.json"] = json.dumps(
+                {key: value for key, value in (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token),
+                                               ("chat_template", tokenizer.chat_template)) if value})
+            files["generation_config.json"] = json.dumps({"eos_token_id": sorted(tokenizer.eos_ids)})
+
+        def tensor(slot: TensorSlot):
+            ref = refs[slot.kind, slot.layer, slot.expert]
+            return ref.dtype, ref.array
+
+        return arch, config, [slot for slot, _ in weights], tensor, files, "gguf", gguf.close
+    except BaseException:
+        gguf.close()
+        raise
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
+    """Convert the Hugging Face directory or GGUF file `src` to the native file `dst` at `dtype`
+    (f32|f16|bf16|q8_0|q4_0|q4_1, or keep: every tensor in its source type)."""
+    if dtype not in TARGET_DTYPES:
+        raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
+    target = TARGET_DTYPES[dtype]
+    is_gguf = Path(src).is_file() and Path(src).suffix == ".gguf"
+    arch, config, slots, tensor, files, kind, close = (_gguf_source if is_gguf else _hf_source)(src)
+    try:
+        def weight(slot: TensorSlot) -> tuple[str, np.ndarray]:
+            source_dtype, array = tensor(slot)
+            stored = source_dtype if target is None else "F32" if slot.kind in F32_KINDS else target
             if stored in BLOCK_TYPES and slot.shape[-1] % 32:
                 stored = "F16"   # block types need rows that are whole blocks
-            return stored, tensor_bytes(view.array, view.dtype, stored)
+            if source_dtype in BLOCK_TYPES and stored != source_dtype:
+                return stored, tensor_bytes(to_f32(array, source_dtype, slot.shape), "F32", stored)
+            return stored, tensor_bytes(array, source_dtype, stored)
 
         metadata = {
             "architecture": arch.model_type,
-            "files": _side_files(checkpoint),
-            "source": {"format": "huggingface", "path": str(Path(src).resolve()), "dtype": dtype,
+            "files": files,
+            "source": {"format": kind, "path": str(Path(src).resolve()), "dtype": dtype,
                        "converter": f"colibri {__version__}"},
         }
         bar = ProgressBar(f"converting {Path(src).name} -> {Path(dst).name}") if progress else None
         native.write_native(dst, config, slots, weight, metadata, bar)
     finally:
-        checkpoint.close()
+        close()
     return Path(dst)

@@ -7,7 +7,6 @@ at a time, as views into the mapped file (zero-copy, quantized types included).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from .errors import ModelError
@@ -34,6 +33,7 @@ GGUF_NAMES = {
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
+FLOAT_VIEWS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}   # typed views of float tensors (BF16: raw bits)
 
 # metadata key (after "<arch>.") -> config.json field, shared by every architecture
 COMMON_KEYS = {
@@ -48,7 +48,7 @@ COMMON_KEYS = {
 }
 
 
-def _architecture_for(gguf: GGUFFile):
+def architecture_for(gguf: GGUFFile):
     name = gguf.metadata.get("general.architecture")
     has_experts = bool(gguf.metadata.get(f"{name}.expert_count"))
     for model_type in SUPPORTED:
@@ -59,8 +59,9 @@ def _architecture_for(gguf: GGUFFile):
     raise ModelError(f"{gguf.path}: general.architecture {name!r} is not supported (supported: {', '.join(known)})")
 
 
-def _hf_config(gguf: GGUFFile, arch) -> dict[str, Any]:
-    """The config.json an equivalent Hugging Face checkpoint would have."""
+def hf_config_from_gguf(gguf: GGUFFile, arch) -> dict[str, Any]:
+    """The config.json an equivalent Hugging Face checkpoint would have (plus Colibri's
+    rope_interleaved for llama.cpp's q/k row order)."""
     prefix = gguf.metadata["general.architecture"] + "."
     meta = gguf.metadata
     config: dict[str, Any] = {"model_type": arch.model_type, "hidden_act": "silu"}
@@ -68,6 +69,7 @@ def _hf_config(gguf: GGUFFile, arch) -> dict[str, Any]:
         if prefix + key in meta:
             config[field] = meta[prefix + key]
     config.update(arch.gguf.fixed)
+    config["rope_interleaved"] = arch.gguf.rope_interleaved
     if prefix + "expert_weights_norm" in meta:
         config["norm_topk_prob"] = meta[prefix + "expert_weights_norm"]
     scaling = meta.get(prefix + "rope.scaling.type")
@@ -117,7 +119,9 @@ def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
         if tensor.shape != expected:
             raise ModelError(f"{where}: shape {_shape_text(tensor.shape)}, expected {_shape_text(expected)}")
         per_expert = tensor.nbytes // num_experts
-        data = tensor.array[slot.expert * per_expert:(slot.expert + 1) * per_expert]
+        data = tensor.array[slot.expert * per_expert:(slot.expert + 1) * per_expert]   # data: [bytes] raw
+        if tensor.type_name in FLOAT_VIEWS:
+            data = data.view(FLOAT_VIEWS[tensor.type_name]).reshape(slot.shape)
         return WeightRef(tensor.type_name, slot.shape, per_expert, data)
     if tensor.shape != slot.shape and not (len(slot.shape) == 2 and slot.shape[0] == 1
                                            and tensor.shape == slot.shape[1:]):
@@ -131,10 +135,9 @@ def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, Weigh
     """(file, config, weights, tokenizer) for a GGUF model; ModelError on any problem."""
     gguf = GGUFFile(path)
     try:
-        arch = _architecture_for(gguf)
+        arch = architecture_for(gguf)
         source = f"{gguf.path} (GGUF metadata)"
-        config = arch.read_config(ConfigReader(_hf_config(gguf, arch), source))
-        config = dataclasses.replace(config, rope_interleaved=arch.gguf.rope_interleaved)
+        config = arch.read_config(ConfigReader(hf_config_from_gguf(gguf, arch), source))
         weights = [(slot, _weight(gguf, slot, config.num_experts)) for slot in tensor_slots(arch, config)]
         tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
         return gguf, config, weights, tokenizer

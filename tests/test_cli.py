@@ -129,3 +129,16 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("colibri: error:")
+
+
+def test_convert_then_inspect_and_check_native(model_dir, tmp_path):
+    out = tmp_path / "model.colibri"
+    r = colibri_cli("convert", model_dir, out, "--dtype", "f16")
+    assert r.returncode == 0, r.stderr
+    r = colibri_cli("inspect", out, "--tensors")
+    assert r.returncode == 0, r.stderr
+    assert "qwen2_moe" in r.stdout and "F16" in r.stdout
+    r = colibri_cli("check", out)
+    assert r.returncode == 0, r.stderr
+    r = colibri_cli("run", out, "-p", "the cat", "-n", "3", "--temp", "0")
+    assert r.returncode == 0, r.stderr

@@ -301,3 +301,33 @@ def test_good_file_accepted_by_both(good_bytes, tmp_path):
     path.write_bytes(good_bytes)
     native.NativeFileModel(path).close()
     native.NativeFile.open(path).close()
+
+
+@pytest.mark.parametrize("qtype", ["f32", "q8_0", "q4_0"])
+def test_gguf_source_kept_as_stored_is_bitwise_equal(tiny_model_factory, tmp_path, qtype):
+    from gguf_export import export_gguf
+
+    tiny = tiny_model_factory("mixtral-c")
+    gguf_path = tmp_path / f"m-{qtype}.gguf"
+    export_gguf(tiny.reference, tiny.path, gguf_path, qtype)
+    native_path = convert(gguf_path, tmp_path / f"m-{qtype}.colibri", "keep", progress=False)
+    ids = token_ids(tiny.reference.config.vocab_size, SEQ_LEN, seed=61)
+    with colibri.load(gguf_path, threads=2) as g, _native_model(native_path) as m:
+        assert [r.dtype for _, r in g.weights] == [r.dtype for _, r in m.weights]
+        assert m.config.rope_interleaved and g.config.rope_interleaved
+        assert g.logits(ids).tobytes() == m.logits(ids).tobytes()
+
+
+def test_gguf_source_dequantized_to_f32(tiny_model_factory, tmp_path):
+    from gguf_export import export_gguf
+
+    tiny = tiny_model_factory("olmoe-c")
+    gguf_path = tmp_path / "m-q8_0.gguf"
+    export_gguf(tiny.reference, tiny.path, gguf_path, "q8_0")
+    native_path = convert(gguf_path, tmp_path / "m-f32.colibri", "f32", progress=False)
+    ids = token_ids(tiny.reference.config.vocab_size, SEQ_LEN, seed=62)
+    with colibri.load(gguf_path, threads=2) as g, _native_model(native_path) as m:
+        assert {r.dtype for _, r in m.weights} == {"F32"}
+        want, got = g.logits(ids), m.logits(ids)
+    # the q8_0 weights exactly, but activations no longer quantized: close, not equal
+    assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()

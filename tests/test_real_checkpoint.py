@@ -34,3 +34,16 @@ def test_chat_knows_the_capital_of_france(smollm2):
     out = smollm2.chat(messages, max_tokens=32, temperature=0.0)
     assert "Paris" in out.text, out.text
     assert out.finish_reason == "stop"
+
+
+def test_convert_to_native_keeps_everything(smollm2, tmp_path):
+    from colibri.convert import convert
+
+    path = convert(smollm2_path(), tmp_path / "smollm2.colibri", "keep", progress=False)
+    text = "Colibri runs Mixture-of-Experts models on CPUs."
+    with colibri.load(path, threads=2) as native:
+        ids = smollm2.tokenizer.encode(text)
+        assert native.tokenizer.encode(text) == ids
+        assert native.tokenizer.chat_template == smollm2.tokenizer.chat_template
+        assert native.tokenizer.eos_ids == smollm2.tokenizer.eos_ids
+        assert native.logits(ids).tobytes() == smollm2.logits(ids).tobytes()

@@ -165,6 +165,8 @@ def read_common(cfg: ConfigReader, architecture: str, **moe: Any) -> ModelConfig
         rope_inv_freq=rotary.inv_freq,
         rope_attention_factor=rotary.attention_factor,
         tied_embeddings=cfg.bool("tie_word_embeddings", False),
+        # not a Hugging Face field: set in configs Colibri writes for GGUF-derived models
+        rope_interleaved=cfg.bool("rope_interleaved", False),
         bos_token_id=bos if isinstance(bos, int) else None,
         eos_token_ids=tuple(e for e in eos_ids if isinstance(e, int)),
     )

@@ -206,6 +206,8 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
  * block size (32 for Q8_0/Q4_0/Q4_1). dst holds the stored bytes. Used by
  * converters; not on the inference path. */
 COLIBRI_API int colibri_quantize(int32_t dtype, const float *src, void *dst, int64_t n);
+/* The inverse: n values of dtype (stored bytes) widened to f32. */
+COLIBRI_API int colibri_dequantize(int32_t dtype, const void *src, float *dst, int64_t n);
 
 /* ---- Colibri-native files (docs/FORMAT.md) -------------------------------
  * One file holds a whole model: hyperparameters, every tensor (64-byte
