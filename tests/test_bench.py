@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -15,9 +16,10 @@ SMALL_RUN = ["--prompt", "16", "--gen", "8", "--repeat", "1"]
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:
-    # a fresh process, as benchmarks run it: peak RSS is per process
+    # a fresh process, as benchmarks run it: peak RSS is per process; run outside the source
+    # tree so the installed package (with its libcolibri) is the one imported
     return subprocess.run([sys.executable, "-m", "colibri", "bench", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=tempfile.gettempdir())
 
 
 @pytest.fixture(scope="module")
