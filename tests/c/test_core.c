@@ -41,14 +41,6 @@ typedef struct test_model {
     colibri_model *m;
 } test_model;
 
-static float test_rand(uint64_t *state) {   /* splitmix64 → uniform [-0.5, 0.5) */
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) / 16777216.0f - 0.5f;
-}
-
 static int test_is_block_type(int32_t dtype) {
     return colibri_type_traits_of(dtype)->block_elems > 1;
 }

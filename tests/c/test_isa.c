@@ -27,14 +27,6 @@
 static uint64_t rng = 7;
 static int n_mismatched;   /* shapes whose result differs bitwise from the reference */
 
-static float test_rand(void) {   /* splitmix64 → uniform [-0.5, 0.5) */
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) / 16777216.0f - 0.5f;
-}
-
 static const char *const isa_names[] = {"avx512", "avx2", "neon"};
 static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 13, 31, 67};
 static const int64_t float_cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 255, 1000, 2047, 2048};
@@ -53,7 +45,7 @@ static void test_make(int32_t dtype, int64_t rows, int64_t cols, int64_t stride,
     const colibri_type_traits *t = colibri_type_traits_of(dtype);
     for (int64_t r = 0; r < rows; r++) {
         float *src = wf + r * cols;   /* src: [cols] */
-        for (int64_t c = 0; c < cols; c++) src[c] = test_rand() * (1.0f + (float)(r % 5));
+        for (int64_t c = 0; c < cols; c++) src[c] = test_rand(&rng) * (1.0f + (float)(r % 5));
         t->from_f32(src, w + r * stride, cols);
         if (dtype == COLIBRI_DTYPE_Q8_0) {
             colibri_block_q8_0 *b = (colibri_block_q8_0 *)(w + r * stride);
@@ -61,7 +53,7 @@ static void test_make(int32_t dtype, int64_t rows, int64_t cols, int64_t stride,
         }
         t->to_f32(w + r * stride, src, cols);
     }
-    for (int64_t c = 0; c < cols; c++) x[c] = test_rand() * 2.0f;
+    for (int64_t c = 0; c < cols; c++) x[c] = test_rand(&rng) * 2.0f;
     const colibri_type_traits *act = colibri_type_traits_of(t->act_type);
     act->from_f32(x, xq, cols);
 }
@@ -132,7 +124,7 @@ static void test_integer_exact(const colibri_isa_table *isa) {
         colibri_block_q8_1 a[BLOCKS];    /* a: [BLOCKS] the activations for Q4_1 */
         colibri_block_q8_0 a0[BLOCKS];   /* a0: [BLOCKS] the same for Q8_0 / Q4_0 */
         int8_t aq[N];                   /* aq: [N] activation integers */
-        for (int i = 0; i < N; i++) aq[i] = (int8_t)(i % 7 == 0 ? (i % 2 ? 127 : -127) : (int)(test_rand() * 254.0f));
+        for (int i = 0; i < N; i++) aq[i] = (int8_t)(i % 7 == 0 ? (i % 2 ? 127 : -127) : (int)(test_rand(&rng) * 254.0f));
         for (int b = 0; b < BLOCKS; b++) {
             a[b].d = a0[b].d = one;
             a[b].s = 0;
@@ -147,8 +139,8 @@ static void test_integer_exact(const colibri_isa_table *isa) {
                 char *blk = w[r] + b * (row_bytes / BLOCKS);
                 for (int j = 0; j < COLIBRI_QK; j++) {
                     int extreme = (j + r) % 5 == 0;   /* the ends of each type's range */
-                    int q = dtype == COLIBRI_DTYPE_Q8_0 ? (extreme ? -128 + 255 * (j % 2) : (int)(test_rand() * 255.0f))
-                                                        : (extreme ? 15 * (j % 2) : (int)((test_rand() + 0.5f) * 16.0f));
+                    int q = dtype == COLIBRI_DTYPE_Q8_0 ? (extreme ? -128 + 255 * (j % 2) : (int)(test_rand(&rng) * 255.0f))
+                                                        : (extreme ? 15 * (j % 2) : (int)((test_rand(&rng) + 0.5f) * 16.0f));
                     int q_value = dtype == COLIBRI_DTYPE_Q4_0 ? q - 8 : q;
                     want[r] += (int64_t)q_value * aq[b * COLIBRI_QK + j];
                     if (dtype == COLIBRI_DTYPE_Q8_0) {

@@ -26,14 +26,6 @@ static const int32_t block_types[3] = {COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_Q4_0, C
 
 static uint64_t rng = 42;
 
-static float test_rand(void) {   /* splitmix64 → uniform [-0.5, 0.5) */
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) / 16777216.0f - 0.5f;
-}
-
 /* x: [n] random rows with varied blocks: symmetric, shifted, tiny, wide,
  * constant and all-zero blocks, chosen by the block index. */
 static void test_fill(float *x, int64_t n) {
@@ -41,7 +33,7 @@ static void test_fill(float *x, int64_t n) {
         float *xb = x + b * COLIBRI_QK;   /* xb: [32] */
         int kind = (int)(b % 6);
         for (int j = 0; j < COLIBRI_QK; j++) {
-            float u = test_rand();
+            float u = test_rand(&rng);
             xb[j] = kind == 0 ? u : kind == 1 ? 3.0f + u : kind == 2 ? 1e-3f * u
                   : kind == 3 ? 300.0f * u : kind == 4 ? -0.75f : 0.0f;
         }
@@ -277,12 +269,12 @@ static double test_matmul_nmse(int32_t type, int64_t rows, int64_t cols) {
     char *wq = malloc((size_t)(rows * w_row));
     float *x = malloc((size_t)cols * sizeof(float));              /* x: [cols] */
     char *xq = malloc((size_t)a_row);
-    for (int64_t i = 0; i < rows * cols; i++) w[i] = test_rand();
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = test_rand(&rng);
     for (int64_t r = 0; r < rows; r++) t->from_f32(w + r * cols, wq + r * w_row, cols);
     for (int64_t r = 0; r < rows; r++) t->to_f32(wq + r * w_row, wd + r * cols, cols);
     double err = 0.0, ref = 0.0;
     for (int v = 0; v < 8; v++) {   /* centred vectors, and two with a mean (block sums matter) */
-        for (int64_t c = 0; c < cols; c++) x[c] = v >= 6 ? 0.25f + test_rand() : 4.0f * test_rand();
+        for (int64_t c = 0; c < cols; c++) x[c] = v >= 6 ? 0.25f + test_rand(&rng) : 4.0f * test_rand(&rng);
         act->from_f32(x, xq, cols);
         for (int64_t r = 0; r < rows; r++) {
             double exact = 0.0;
