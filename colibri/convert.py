@@ -24,6 +24,7 @@ from . import __version__
 from .errors import ModelError
 from .formats import native
 from .formats.hf_dir import HFCheckpoint
+from .loader import checked_weight
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 
 TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
@@ -142,13 +143,8 @@ def _hf_source(src):
         config = arch.read_config(ConfigReader(checkpoint.config, source))
 
         def tensor(slot: TensorSlot):
-            view = checkpoint.tensor(slot.name)
-            where = f"{view.file}: tensor '{slot.name}'"
-            if view.dtype not in ("F32", "F16", "BF16"):
-                raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected F32, F16 or BF16)")
-            if tuple(view.shape) != slot.shape:
-                raise ModelError(f"{where}: shape {list(view.shape)}, expected {list(slot.shape)}")
-            return view.dtype, view.array
+            ref = checked_weight(checkpoint, slot)   # dtype, shape and alignment, as colibri.load checks them
+            return ref.dtype, ref.array
 
         return (arch, config, tensor_slots(arch, config), tensor, _side_files(checkpoint), "huggingface",
                 checkpoint.close)

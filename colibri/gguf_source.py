@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ModelError
 from .formats.gguf import GGUFFile, GGUFTensor
 from .formats.gguf_tokenizer import tokenizer_from_gguf
-from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, tensor_slots
+from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, shape_text, tensor_slots
 from .native_model import WeightRef
 
 # llama.cpp's tensor names, by C tensor kind ({l}: layer). Expert kinds name the stacked tensor.
@@ -105,10 +105,6 @@ def _tensor(gguf: GGUFFile, name: str) -> GGUFTensor:
     return tensor
 
 
-def _shape_text(shape) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
-
-
 def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
     """The bytes for one slot: a whole tensor, or one expert's slice of a stacked one."""
     name = GGUF_NAMES[slot.kind].format(l=slot.layer)
@@ -117,7 +113,7 @@ def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
     if slot.kind in EXPERT_KINDS:
         expected = (num_experts, *slot.shape)
         if tensor.shape != expected:
-            raise ModelError(f"{where}: shape {_shape_text(tensor.shape)}, expected {_shape_text(expected)}")
+            raise ModelError(f"{where}: shape {shape_text(tensor.shape)}, expected {shape_text(expected)}")
         per_expert = tensor.nbytes // num_experts
         data = tensor.array[slot.expert * per_expert:(slot.expert + 1) * per_expert]   # data: [bytes] raw
         if tensor.type_name in FLOAT_VIEWS:
@@ -125,7 +121,7 @@ def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
         return WeightRef(tensor.type_name, slot.shape, per_expert, data)
     if tensor.shape != slot.shape and not (len(slot.shape) == 2 and slot.shape[0] == 1
                                            and tensor.shape == slot.shape[1:]):
-        raise ModelError(f"{where}: shape {_shape_text(tensor.shape)}, expected {_shape_text(slot.shape)}")
+        raise ModelError(f"{where}: shape {shape_text(tensor.shape)}, expected {shape_text(slot.shape)}")
     if tensor.type_name in ("F32", "F16", "BF16"):
         return WeightRef(tensor.type_name, slot.shape, tensor.nbytes, tensor.view().reshape(slot.shape))
     return WeightRef(tensor.type_name, slot.shape, tensor.nbytes, tensor.array)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .errors import ModelError
 from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
-from .models import ConfigReader, TensorSlot, architecture, tensor_slots
+from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots
 from .native_model import NativeModel, WeightRef
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
@@ -14,18 +14,14 @@ ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 DEFAULT_CONTEXT = 4096
 
 
-def _fmt_shape(shape) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def _checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
+def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
     """The tensor for a slot, after checking its dtype and shape against the architecture."""
     view = checkpoint.tensor(slot.name)
     where = f"{view.file}: tensor '{slot.name}'"
     if view.dtype not in WEIGHT_DTYPES:
         raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
     if tuple(view.shape) != slot.shape:
-        raise ModelError(f"{where}: shape {_fmt_shape(view.shape)}, expected {_fmt_shape(slot.shape)}")
+        raise ModelError(f"{where}: shape {shape_text(view.shape)}, expected {shape_text(slot.shape)}")
     if view.address % ITEM_BYTES[view.dtype]:
         raise ModelError(f"{where}: data offset is not aligned to its {ITEM_BYTES[view.dtype]}-byte elements")
     return WeightRef(view.dtype, tuple(view.shape), view.nbytes, view.array)
@@ -40,7 +36,7 @@ def _open_hf(directory: Path):
         config_source = str(directory / "config.json")
         arch = architecture(checkpoint.config.get("model_type"), config_source)
         config = arch.read_config(ConfigReader(checkpoint.config, config_source))
-        weights = [(slot, _checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
+        weights = [(slot, checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
         tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
         return checkpoint, config, weights, tokenizer, checkpoint.optional_json("generation_config.json")
     except BaseException:

@@ -4,12 +4,12 @@ from __future__ import annotations
 import importlib
 
 from ..errors import ModelError
-from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, tensor_slots
+from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, shape_text, tensor_slots
 
 SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama")
 
 __all__ = ["SUPPORTED", "Architecture", "ConfigReader", "ModelConfig", "TensorSlot", "architecture",
-           "tensor_slots"]
+           "shape_text", "tensor_slots"]
 
 
 def architecture(model_type: object, source: str = "config.json") -> Architecture:

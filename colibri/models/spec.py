@@ -276,6 +276,11 @@ class TensorSlot:
     shape: tuple[int, ...]
 
 
+def shape_text(shape) -> str:
+    """A shape as error messages spell it: [64, 32]."""
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
 def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
     """Every tensor the model needs, derived from the config's feature flags."""
     D, V = c.hidden_size, c.vocab_size
