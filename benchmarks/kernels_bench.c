@@ -1,11 +1,13 @@
 /*
  * kernels_bench.c — how fast each kernel table streams weights on a decode
- * shape: one activation row times a [4096, 4096] weight matrix (larger than
- * the caches, so DRAM is read), one thread, every weight dtype, every ISA
- * this build and CPU can run. Prints a table and one JSON line per result:
- * GB/s of weight bytes, median of 7 runs. A benchmark, not a test.
+ * shape: one activation row times a [rows, cols] weight matrix (default
+ * [4096, 4096]), one thread, every weight dtype, every ISA this build and CPU
+ * can run. One pass walks distinct copies of the matrix that together fill
+ * MIB MiB (default 2048, well past the last-level cache — 480 MiB on some
+ * servers), so DRAM is read, not cache. Prints a table and one JSON line per
+ * result: GB/s of weight bytes, median of 5 passes. A benchmark, not a test.
  *
- *   build/kernels_bench [rows cols]
+ *   build/kernels_bench [rows cols [MIB]]
  */
 #define _POSIX_C_SOURCE 199309L   /* clock_gettime under -std=c99 */
 #include <stdio.h>
@@ -17,7 +19,7 @@
 #include "isa.h"
 #include "quant.h"
 
-#define RUNS 7
+#define RUNS 5
 
 static double bench_now(void) {
     struct timespec ts;
@@ -32,22 +34,28 @@ static int bench_cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
-    if (rows <= 0 || cols <= 0 || cols % 32 != 0) {
-        fprintf(stderr, "usage: kernels_bench [rows cols] (cols a multiple of 32)\n");
+    int64_t mib = argc > 3 ? atoll(argv[3]) : 2048;
+    if (rows <= 0 || cols <= 0 || cols % 32 != 0 || rows > (1 << 20) || cols > (1 << 20) || mib <= 0 ||
+        mib > (1 << 16)) {
+        fprintf(stderr, "usage: kernels_bench [rows cols [MIB]] (cols a multiple of 32, MIB <= 65536)\n");
         return 2;
     }
+    int64_t pool_bytes = mib << 20;
     const char *names[] = {"scalar", "avx2", "avx512", "neon"};
     float *src = malloc((size_t)cols * sizeof(float));          /* src: [cols] */
     float *y = malloc((size_t)rows * sizeof(float));            /* y: [rows] */
-    char *w = malloc((size_t)(rows * cols * 4));                /* w: [rows, cols] of the dtype */
+    char *w = malloc((size_t)pool_bytes);                       /* w: [copies, rows, cols] of the dtype */
     char *xq = malloc((size_t)cols * 4);                        /* xq: [cols] activation */
     if (!src || !y || !w || !xq) return 1;
     for (int64_t c = 0; c < cols; c++) src[c] = (float)((c * 7919) % 1000) / 1000.0f - 0.5f;
     printf("%-7s %-5s %8s %8s\n", "isa", "dtype", "GB/s", "ms");
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
-        int64_t row_bytes = colibri_row_bytes(dtype, cols);
+        int64_t row_bytes = colibri_row_bytes(dtype, cols), matrix_bytes = rows * row_bytes;
+        int64_t copies = pool_bytes / matrix_bytes > 0 ? pool_bytes / matrix_bytes : 1;
+        if (copies * matrix_bytes > pool_bytes) continue;   /* one matrix larger than the pool */
         for (int64_t r = 0; r < rows; r++) t->from_f32(src, w + r * row_bytes, cols);
+        for (int64_t c = 1; c < copies; c++) memcpy(w + c * matrix_bytes, w, (size_t)matrix_bytes);
         colibri_type_traits_of(t->act_type)->from_f32(src, xq, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
@@ -55,8 +63,10 @@ int main(int argc, char **argv) {
             double times[RUNS];
             for (int run = 0; run < RUNS; run++) {
                 double t0 = bench_now();
-                isa->dot_rows[dtype](w, row_bytes, xq, cols, rows, y);
-                times[run] = bench_now() - t0;
+                for (int64_t c = 0; c < copies; c++) {
+                    isa->dot_rows[dtype](w + c * matrix_bytes, row_bytes, xq, cols, rows, y);
+                }
+                times[run] = (bench_now() - t0) / (double)copies;   /* per matrix */
             }
             qsort(times, RUNS, sizeof(double), bench_cmp);
             double gbs = (double)(rows * row_bytes) / times[RUNS / 2] / 1e9;

@@ -14,6 +14,10 @@
 #include "../kernels/kernels.h"
 #include "../kernels/quant.h"
 
+/* Weight rows per tile when several tokens share a matrix: 64 rows of a
+ * 4096-column Q8_0 matrix are 278 KB, well inside L2. */
+#define COLIBRI_MATMUL_ROW_TILE 64
+
 typedef struct colibri_matmul_task {
     const colibri_matmul_job *jobs;
     const void *const *job_xq;   /* job_xq: [n_jobs] quantized x rows, NULL for float weights */
@@ -49,11 +53,14 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             const char *x = task->job_xq[j] ? (const char *)task->job_xq[j] : (const char *)job->x;
             int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, cols)
                                                   : job->x_stride * (int64_t)sizeof(float);
-            /* groups of rows share each activation row's loads (isa.h); every
-             * y[t, r] is still bitwise the reference dot of row r with x[t] */
+            /* One token: the kernel streams the whole range, prefetching a row
+             * group ahead (isa.h). Several: tiles of rows, each read from DRAM
+             * for the first token and from cache for the rest. Either way
+             * every y[t, r] is bitwise the reference dot of row r with x[t]. */
             colibri_dot_rows_fn dot_rows = colibri_isa_active()->dot_rows[job->w->dtype];
-            for (int64_t r = r0; r < r1; r += COLIBRI_DOT_ROWS) {
-                int64_t n_rows = r1 - r < COLIBRI_DOT_ROWS ? r1 - r : COLIBRI_DOT_ROWS;
+            int64_t tile = job->n == 1 ? r1 - r0 : COLIBRI_MATMUL_ROW_TILE;
+            for (int64_t r = r0; r < r1; r += tile) {
+                int64_t n_rows = r1 - r < tile ? r1 - r : tile;
                 const void *w_rows = (const char *)job->w->data + r * row_bytes;  /* w_rows: [n_rows, cols] */
                 for (int32_t t = 0; t < job->n; t++) {
                     dot_rows(w_rows, row_bytes, x + t * x_row_bytes, cols, n_rows, &job->y[t * job->y_stride + r]);

@@ -57,20 +57,27 @@ int colibri_cpu_has_neon(void);
 
 /* ---- the row-group driver shared by the ISA files ---------------------------
  * Defines NAME (a colibri_dot_rows_fn) from CORE4(const char *const w[4],
- * const void *x, int64_t n, float out[4]), which computes 4 rows at once with
- * each lane's arithmetic exactly that of a single row. A last group of k < 4
- * rows repeats its last row in the spare lanes and keeps k outputs. */
+ * const char *const ahead[4], const void *x, int64_t n, float out[4]), which
+ * computes 4 rows at once with each lane's arithmetic exactly that of a
+ * single row, and prefetches as it goes the same bytes of the 4 rows `ahead`
+ * (the next group's, so DRAM streams one group ahead of the arithmetic; the
+ * last group prefetches itself). A last group of k < 4 rows repeats its last
+ * row in the spare lanes and keeps k outputs. */
+#define COLIBRI_PREFETCH(p) __builtin_prefetch((p), 0, 3)   /* read, into every cache level */
 #define COLIBRI_DOT_ROWS_DEFINE(NAME, CORE4)                                           \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows,  \
               float *y) {                                                               \
         for (int64_t r = 0; r < rows; r += COLIBRI_DOT_ROWS) {                          \
             int64_t k = rows - r < COLIBRI_DOT_ROWS ? rows - r : COLIBRI_DOT_ROWS;      \
-            const char *row[COLIBRI_DOT_ROWS];                                          \
+            int64_t next = r + k < rows ? r + k : r;   /* first row of the group ahead */ \
+            const char *row[COLIBRI_DOT_ROWS], *ahead[COLIBRI_DOT_ROWS];                \
             float out[COLIBRI_DOT_ROWS];                                                \
             for (int64_t j = 0; j < COLIBRI_DOT_ROWS; j++) {                            \
                 row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;        \
+                int64_t a = next + j < rows ? next + j : rows - 1;                      \
+                ahead[j] = (const char *)w + a * w_stride;                              \
             }                                                                           \
-            CORE4(row, x, n, out);                                                      \
+            CORE4(row, ahead, x, n, out);                                               \
             for (int64_t j = 0; j < k; j++) y[r + j] = out[j];                          \
         }                                                                               \
     }

@@ -43,12 +43,14 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
     _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m), _mm_set1_ps(_cvtsh_ss((a)->s))))
 
 #define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, ISUM, OFFSET)                  \
-    static void NAME(const char *const w[4], const void *xv, int64_t n, float out[4]) {     \
+    static void NAME(const char *const w[4], const char *const ahead[4], const void *xv,    \
+                     int64_t n, float out[4]) {                                             \
         const ABLOCK *a = (const ABLOCK *)xv;                    /* a: [n/32] */            \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
+            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
             __m256i shared = SHARED(av);                                                    \
             __m128i isum = colibri_hsum4_epi32(ISUM(&w0[b], av, shared), ISUM(&w1[b], av, shared), \
