@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../kernels/isa.h"
 #include "../kernels/kernels.h"
 
 /* The cached row of (seq, layer, pos) in a [n_seq, n_layer, n_ctx, K] cache. */
@@ -59,6 +60,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t Q = (int64_t)hp->n_head * hd;
     float *scores = ctx->s.scores + (int64_t)ti * ctx->n_ctx;   /* scores: [n_ctx] this thread's */
+    colibri_dot_rows_fn dot_rows_f32 = colibri_isa_active()->dot_rows[COLIBRI_DTYPE_F32];
     int64_t lo, hi;
     colibri_range_split((int64_t)task->batch->n_tokens * hp->n_head, ti, nt, &lo, &hi);
     for (int64_t item = lo; item < hi; item++) {
@@ -73,15 +75,13 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
         const float *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, 0) + (int64_t)kv_head * hd;
         int64_t K = (int64_t)hp->n_head_kv * hd;                    /* cache row stride */
         int32_t n = pos - first + 1;
-        for (int32_t j = 0; j < n; j++) {
-            scores[j] = colibri_dot_f32(q, k0 + (int64_t)(first + j) * K, hd) * task->scale;
-        }
+        /* scores[j] = (k_j . q) * scale: the ISA's F32 rows, bitwise colibri_dot_f32 */
+        dot_rows_f32(k0 + (int64_t)first * K, K * (int64_t)sizeof(float), q, hd, n, scores);
+        for (int32_t j = 0; j < n; j++) scores[j] *= task->scale;
         colibri_softmax_apply(scores, n);
         memset(out, 0, (size_t)hd * sizeof(float));
         for (int32_t j = 0; j < n; j++) {
-            const float *v = v0 + (int64_t)(first + j) * K;         /* v: [hd] */
-            float p = scores[j];
-            for (int32_t d = 0; d < hd; d++) out[d] += p * v[d];
+            colibri_axpy_f32(out, scores[j], v0 + (int64_t)(first + j) * K, hd);   /* v row: [hd] */
         }
     }
 }

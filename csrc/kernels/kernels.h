@@ -49,6 +49,9 @@ void colibri_rope_table(const float *inv_freq, int32_t head_dim, int32_t pos, fl
                         float *cos_sin);
 /* g: [n] <- silu(g) * u, silu(z) = z / (1 + exp(-z)). */
 void colibri_silu_mul(float *g, const float *u, int64_t n);
+/* y: [n] += a * x: [n], element by element (a product then a sum: any
+ * vector width gives the same bits). y and x must not overlap. */
+void colibri_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n);
 /* 1 / (1 + exp(-z)). */
 float colibri_sigmoid(float z);
 
