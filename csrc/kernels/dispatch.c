@@ -22,6 +22,13 @@ COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q8_0, colibri_vec_dot_
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_0, colibri_vec_dot_q4_0_q8_0)
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_1, colibri_vec_dot_q4_1_q8_1)
 
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_f32, colibri_dot_rows_f32)
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_f16, colibri_dot_rows_f16)
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_bf16, colibri_dot_rows_bf16)
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q8_0, colibri_dot_rows_q8_0)
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q4_0, colibri_dot_rows_q4_0)
+COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q4_1, colibri_dot_rows_q4_1)
+
 static int colibri_cpu_any(void) { return 1; }
 
 const colibri_isa_table colibri_isa_scalar = {
@@ -34,6 +41,14 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0,
         [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0,
         [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1,
+    },
+    {
+        [COLIBRI_DTYPE_F32] = colibri_gemm_f32,
+        [COLIBRI_DTYPE_F16] = colibri_gemm_f16,
+        [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16,
+        [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0,
+        [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0,
+        [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1,
     },
 };
 

@@ -31,10 +31,19 @@
 typedef void (*colibri_dot_rows_fn)(const void *w, int64_t w_stride, const void *x, int64_t n,
                                     int64_t rows, float *y);
 
+/* Y[t, r] = W[r, :] . X[t, :] for r in [0, rows), t in [0, n_tok): the
+ * same weights against several activation rows (prefill, batched decode).
+ * x row t starts x_stride bytes after row t-1 (the activation type, as for
+ * dot_rows); y: [n_tok, y_stride] floats, y[t * y_stride + r]. Each y[t, r]
+ * is bitwise dot_rows' value for row r and x row t. */
+typedef void (*colibri_gemm_fn)(const void *w, int64_t w_stride, const void *x, int64_t x_stride,
+                                int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+
 typedef struct colibri_isa_table {
     const char *name;                                 /* "scalar", "avx2", "avx512", "neon" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
+    colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
 } colibri_isa_table;
 
 /* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
@@ -82,6 +91,48 @@ int colibri_cpu_has_neon(void);
         }                                                                               \
     }
 
+/* Defines NAME (a colibri_gemm_fn) from CORE(const char *const w[4],
+ * const char *const ahead[4], const char *const x[4], int64_t n,
+ * float out[4][4]), which computes 4 rows against 4 activation rows at once
+ * (out[token][row]), each lane exactly the single-row arithmetic. Row groups
+ * outside, token groups inside, so a group's weights stay in L1 while every
+ * token passes; spare rows and tokens repeat the last one. */
+#define COLIBRI_GEMM_DEFINE(NAME, CORE)                                                     \
+    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,  \
+              int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                    \
+        for (int64_t r = 0; r < rows; r += 4) {                                             \
+            int64_t k = rows - r < 4 ? rows - r : 4;                                        \
+            int64_t next = r + k < rows ? r + k : r;                                        \
+            const char *row[4], *ahead[4];                                                  \
+            for (int64_t j = 0; j < 4; j++) {                                               \
+                row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;            \
+                ahead[j] = (const char *)w + (next + j < rows ? next + j : rows - 1) * w_stride; \
+            }                                                                               \
+            for (int64_t t = 0; t < n_tok; t += 4) {                                        \
+                int64_t kt = n_tok - t < 4 ? n_tok - t : 4;                                 \
+                const char *tok[4];                                                         \
+                float out[4][4];                                                            \
+                for (int64_t j = 0; j < 4; j++) {                                           \
+                    tok[j] = (const char *)x + (t + (j < kt ? j : kt - 1)) * x_stride;      \
+                }                                                                           \
+                CORE(row, ahead, tok, n, out);                                              \
+                for (int64_t j = 0; j < kt; j++) {                                          \
+                    for (int64_t i = 0; i < k; i++) y[(t + j) * y_stride + r + i] = out[j][i]; \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+/* Defines a colibri_gemm_fn as one DOT_ROWS (a colibri_dot_rows_fn) call per
+ * activation row, for types and ISAs without a multi-token core. */
+#define COLIBRI_GEMM_EACH_DEFINE(DECL, DOT_ROWS)                                             \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,        \
+         int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                           \
+        for (int64_t t = 0; t < n_tok; t++) {                                                \
+            DOT_ROWS(w, w_stride, (const char *)x + t * x_stride, n, rows, y + t * y_stride); \
+        }                                                                                    \
+    }
+
 /* Defines a colibri_dot_rows_fn as one DOT1 (a colibri_dot_fn) call per row,
  * for the scalar table and ISAs without a 4-row core. DECL is the function's
  * return type and name, with a storage class if any: `static void f`. */
@@ -107,5 +158,21 @@ void colibri_dot_rows_bf16_neon(const void *w, int64_t w_stride, const void *x, 
 void colibri_dot_rows_q8_0_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+
+void colibri_gemm_f32_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_f16_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_bf16_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_f32_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_f16_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_bf16_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q8_0_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_0_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_1_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 
 #endif /* COLIBRI_ISA_H */

@@ -9,7 +9,10 @@
  *   - integer parts exact: with unit scales the result is the exact integer
  *     sum of products, checked against an int64 sum;
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
- *     UNquantized activations: NMSE <= 5e-4.
+ *     UNquantized activations: NMSE <= 5e-4;
+ *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
+ *     bitwise the reference vec_dot, for 1..9 tokens, odd row counts, wide
+ *     weight / activation / output strides.
  * Prints "N passed, M failed"; exit 1 on failure.
  */
 #include <math.h>
@@ -166,6 +169,57 @@ static void test_integer_exact(const colibri_isa_table *isa) {
     }
 }
 
+/* gemm over `tokens` activation rows against the reference vec_dot of each
+ * (token, row); x rows and y rows wider than needed, y's padding untouched. */
+static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t rows, int64_t cols,
+                            int64_t tokens) {
+    enum { MAX_TOK = 9, Y_PAD = 3 };
+    static char w[MAX_ROWS * (MAX_COLS * 4 + PAD)];      /* w: [rows] rows of w_stride bytes */
+    static float wf[MAX_ROWS * MAX_COLS];                /* wf: [rows, cols] dequantized (unused) */
+    static float x[MAX_COLS];                            /* x: [cols] one token's f32 row */
+    static char xq[MAX_TOK * (MAX_COLS * 4 + PAD)];      /* xq: [tokens] rows of x_stride bytes */
+    static float y[MAX_TOK * (MAX_ROWS + Y_PAD)];        /* y: [tokens, rows + Y_PAD] */
+    const colibri_type_traits *t = colibri_type_traits_of(dtype);
+    const colibri_type_traits *act = colibri_type_traits_of(t->act_type);
+    int64_t w_stride = colibri_row_bytes(dtype, cols) + PAD;
+    int64_t x_stride = colibri_row_bytes(t->act_type, cols) + PAD, y_stride = rows + Y_PAD;
+    test_make(dtype, rows, cols, w_stride, w, wf, x, xq);
+    for (int64_t k = 1; k < tokens; k++) {
+        for (int64_t c = 0; c < cols; c++) x[c] = test_rand(&rng) * 3.0f;
+        act->from_f32(x, xq + k * x_stride, cols);
+    }
+    for (int64_t i = 0; i < tokens * y_stride; i++) y[i] = -7.0f;
+    isa->gemm[dtype](w, w_stride, xq, x_stride, cols, rows, tokens, y, y_stride);
+    int same = 1;
+    for (int64_t k = 0; k < tokens; k++) {
+        for (int64_t r = 0; r < rows; r++) {
+            float want = t->vec_dot(w + r * w_stride, xq + k * x_stride, cols);
+            same &= memcmp(&y[k * y_stride + r], &want, sizeof(float)) == 0;
+        }
+        for (int64_t r = rows; r < y_stride; r++) same &= y[k * y_stride + r] == -7.0f;
+    }
+    n_mismatched += !same;
+    CHECK(same, "%s %s gemm [%lld, %lld] x %lld tokens: differs from the reference", isa->name, t->name,
+          (long long)rows, (long long)cols, (long long)tokens);
+}
+
+static void test_gemm(const colibri_isa_table *isa) {
+    static const int64_t rows[] = {1, 3, 4, 5, 13, 67};
+    static const int64_t tokens[] = {1, 2, 3, 4, 5, 8, 9};
+    static const int64_t gemm_float_cols[] = {7, 16, 33, 100};
+    static const int64_t gemm_block_cols[] = {32, 96, 1024};
+    for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+        int block = colibri_type_traits_of(dtype)->block_elems > 1;
+        const int64_t *cols = block ? gemm_block_cols : gemm_float_cols;
+        int64_t n_cols = block ? 3 : 4;
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+            for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
+                for (int64_t j = 0; j < n_cols; j++) test_gemm_shape(isa, dtype, rows[i], cols[j], tokens[k]);
+            }
+        }
+    }
+}
+
 int main(void) {
     int tested = 0;
     for (size_t i = 0; i < sizeof(isa_names) / sizeof(isa_names[0]); i++) {
@@ -176,9 +230,11 @@ int main(void) {
         }
         test_bitwise_and_nmse(isa);
         test_integer_exact(isa);
+        test_gemm(isa);
         tested++;
     }
     test_integer_exact(&colibri_isa_scalar);
+    test_gemm(&colibri_isa_scalar);
     printf("ISA tables tested against the scalar reference: %d (in use: %s)\n", tested, colibri_isa());
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -12,4 +12,12 @@ const colibri_isa_table colibri_isa_neon = {
         [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0_neon,
         [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_neon,
     },
+    {
+        [COLIBRI_DTYPE_F32] = colibri_gemm_f32_neon,
+        [COLIBRI_DTYPE_F16] = colibri_gemm_f16_neon,
+        [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_neon,
+        [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_neon,
+        [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_neon,
+        [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_neon,
+    },
 };

@@ -3,11 +3,12 @@
  * kernels (x86_avx2/dot_quant.c, x86_avx512/dot_quant.c); included only by
  * files compiled with at least AVX2 + F16C.
  *
- * Per block b, for 4 weight rows at once: ISUM(&w_r[b], av, shared) gives 8
- * int32 partial sums of row r's exact integer block dot (av: the activation
- * block's 32 int8, shared: a per-block vector that SHARED(av) computes once
- * for the 4 rows); they are reduced to the 4 exact sums, then lane r does
- * exactly the reference's float step for row r:
+ * Per block b, for 4 weight rows at once: MAC(PREP(&w_r[b]), av, shared)
+ * gives 8 int32 partial sums of row r's exact integer block dot (PREP: the
+ * weight block as a vector; av: the activation block's 32 int8; shared: a
+ * per-block vector that SHARED(av) computes once for the 4 rows); they are
+ * reduced to the 4 exact sums, then lane r does exactly the reference's
+ * float step for row r:
  *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
  * with one multiply/add per operation (no FMA), blocks in order.
  */
@@ -42,7 +43,7 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
 #define COLIBRI_Q4_1_OFFSET(v, w0, w1, w2, w3, a) \
     _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m), _mm_set1_ps(_cvtsh_ss((a)->s))))
 
-#define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, ISUM, OFFSET)                  \
+#define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)            \
     static void NAME(const char *const w[4], const char *const ahead[4], const void *xv,    \
                      int64_t n, float out[4]) {                                             \
         const ABLOCK *a = (const ABLOCK *)xv;                    /* a: [n/32] */            \
@@ -53,8 +54,8 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
             for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
             __m256i shared = SHARED(av);                                                    \
-            __m128i isum = colibri_hsum4_epi32(ISUM(&w0[b], av, shared), ISUM(&w1[b], av, shared), \
-                                               ISUM(&w2[b], av, shared), ISUM(&w3[b], av, shared)); \
+            __m128i isum = colibri_hsum4_epi32(MAC(PREP(&w0[b]), av, shared), MAC(PREP(&w1[b]), av, shared), \
+                                               MAC(PREP(&w2[b]), av, shared), MAC(PREP(&w3[b]), av, shared)); \
             __m128 scale = _mm_mul_ps(COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d),     \
                                       _mm_set1_ps(_cvtsh_ss(a[b].d)));                      \
             __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), scale);                            \
@@ -62,5 +63,48 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
         }                                                                                   \
         _mm_storeu_ps(out, acc);                                                            \
     }
+
+/* One token's step of the 4x4 core: acc += this token's 4 row lanes for block b. */
+#define COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, xt, acc)                   \
+    do {                                                                                    \
+        const ABLOCK *a_ = (const ABLOCK *)(xt) + b;                                        \
+        __m256i av_ = _mm256_loadu_si256((const __m256i *)a_->qs);                          \
+        __m256i sh_ = SHARED(av_);                                                          \
+        __m128i isum_ = colibri_hsum4_epi32(MAC(p0, av_, sh_), MAC(p1, av_, sh_),           \
+                                            MAC(p2, av_, sh_), MAC(p3, av_, sh_));          \
+        __m128 v_ = _mm_mul_ps(_mm_cvtepi32_ps(isum_), _mm_mul_ps(dw, _mm_set1_ps(_cvtsh_ss(a_->d)))); \
+        acc = _mm_add_ps(acc, OFFSET(v_, &w0[b], &w1[b], &w2[b], &w3[b], a_));              \
+    } while (0)
+
+/* 4 rows x 4 activation rows (tokens): each block's 4 weight vectors are
+ * prepared once (PREP: load, unpack) and their f16 scales widened once, then
+ * used by every token; per (token, row) lane the arithmetic is exactly the
+ * one-row core's, so out[t][r] is bitwise the reference dot. The 4 token
+ * accumulators are named, not an array, so they stay in registers. */
+#define COLIBRI_X86_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)       \
+    static void NAME(const char *const w[4], const char *const ahead[4], const char *const x[4], \
+                     int64_t n, float out[4][4]) {                                          \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
+        __m128 acc0 = _mm_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;  /* [4] rows each */ \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
+            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
+            __m256i p0 = PREP(&w0[b]), p1 = PREP(&w1[b]), p2 = PREP(&w2[b]), p3 = PREP(&w3[b]); \
+            __m128 dw = COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d);                    \
+            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[0], acc0);           \
+            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[1], acc1);           \
+            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[2], acc2);           \
+            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[3], acc3);           \
+        }                                                                                   \
+        _mm_storeu_ps(out[0], acc0), _mm_storeu_ps(out[1], acc1);                           \
+        _mm_storeu_ps(out[2], acc2), _mm_storeu_ps(out[3], acc3);                           \
+    }
+
+/* The dot_rows and gemm kernels of one block type for one ISA. */
+#define COLIBRI_X86_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)               \
+    COLIBRI_X86_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)      \
+    COLIBRI_X86_BLOCK_GEMM_CORE(colibri_gemm4_##TYPE##_##ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET) \
+    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)                \
+    COLIBRI_GEMM_DEFINE(colibri_gemm_##TYPE##_##ISA, colibri_gemm4_##TYPE##_##ISA)
 
 #endif /* COLIBRI_X86_BLOCK_CORE_H */

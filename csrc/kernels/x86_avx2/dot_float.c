@@ -69,3 +69,7 @@ COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_bf16_avx2, colibri_load8_bf16, colibri_load
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f32_avx2, colibri_dot4_f32_avx2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f16_avx2, colibri_dot4_f16_avx2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_bf16_avx2, colibri_dot4_bf16_avx2)
+
+COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_f32_avx2, colibri_dot_rows_f32_avx2)
+COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_f16_avx2, colibri_dot_rows_f16_avx2)
+COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_bf16_avx2, colibri_dot_rows_bf16_avx2)

@@ -17,9 +17,12 @@ static inline __m256i colibri_no_shared(__m256i av) {
 
 /* Q8_0 · Q8_0: sum w·a = sum |w| · (a·sign(w)); |w| <= 128 fits uint8 and
  * a·sign(w) stays in int8 because activations are in [-127, 127]. */
-static inline __m256i colibri_isum_q8_0(const colibri_block_q8_0 *w, __m256i av, __m256i shared) {
+static inline __m256i colibri_prep_q8_0(const colibri_block_q8_0 *w) {
+    return _mm256_loadu_si256((const __m256i *)w->qs);
+}
+
+static inline __m256i colibri_mac_q8_0(__m256i wv, __m256i av, __m256i shared) {
     (void)shared;
-    __m256i wv = _mm256_loadu_si256((const __m256i *)w->qs);
     return colibri_madd_i16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv)));
 }
 
@@ -28,24 +31,23 @@ static inline __m256i colibri_shared_q4_0(__m256i av) {
     return colibri_madd_i16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
 }
 
-static inline __m256i colibri_isum_q4_0(const colibri_block_q4_0 *w, __m256i av, __m256i shared) {
-    __m256i nib = colibri_unpack_nibbles(w->qs);
+static inline __m256i colibri_prep_q4_0(const colibri_block_q4_0 *w) { return colibri_unpack_nibbles(w->qs); }
+
+static inline __m256i colibri_mac_q4_0(__m256i nib, __m256i av, __m256i shared) {
     return _mm256_sub_epi32(colibri_madd_i16(_mm256_maddubs_epi16(nib, av)), shared);
 }
 
 /* Q4_1 · Q8_1: sum nib·a (the offset goes through the activation's s). */
-static inline __m256i colibri_isum_q4_1(const colibri_block_q4_1 *w, __m256i av, __m256i shared) {
+static inline __m256i colibri_prep_q4_1(const colibri_block_q4_1 *w) { return colibri_unpack_nibbles(w->qs); }
+
+static inline __m256i colibri_mac_q4_1(__m256i nib, __m256i av, __m256i shared) {
     (void)shared;
-    return colibri_madd_i16(_mm256_maddubs_epi16(colibri_unpack_nibbles(w->qs), av));
+    return colibri_madd_i16(_mm256_maddubs_epi16(nib, av));
 }
 
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx2, colibri_block_q8_0, colibri_block_q8_0,
-                       colibri_no_shared, colibri_isum_q8_0, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_0_avx2, colibri_block_q4_0, colibri_block_q8_0,
-                       colibri_shared_q4_0, colibri_isum_q4_0, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_1_avx2, colibri_block_q4_1, colibri_block_q8_1,
-                       colibri_no_shared, colibri_isum_q4_1, COLIBRI_Q4_1_OFFSET)
-
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx2, colibri_dot4_q8_0_avx2)
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx2, colibri_dot4_q4_0_avx2)
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx2, colibri_dot4_q4_1_avx2)
+COLIBRI_X86_BLOCK_KERNELS(q8_0, avx2, colibri_block_q8_0, colibri_block_q8_0, colibri_no_shared,
+                          colibri_prep_q8_0, colibri_mac_q8_0, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_KERNELS(q4_0, avx2, colibri_block_q4_0, colibri_block_q8_0, colibri_shared_q4_0,
+                          colibri_prep_q4_0, colibri_mac_q4_0, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_KERNELS(q4_1, avx2, colibri_block_q4_1, colibri_block_q8_1, colibri_no_shared,
+                          colibri_prep_q4_1, colibri_mac_q4_1, COLIBRI_Q4_1_OFFSET)

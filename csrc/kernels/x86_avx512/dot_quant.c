@@ -22,27 +22,22 @@ static inline __m256i colibri_no_shared(__m256i av) {
 }
 
 /* Q8_0: w + 128 = w ^ 0x80 as uint8; sum (w + 128)·a - 128·sum a. */
-static inline __m256i colibri_isum_q8_0(const colibri_block_q8_0 *w, __m256i av, __m256i shared) {
-    __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
-    return _mm256_dpbusd_epi32(shared, wu, av);
+static inline __m256i colibri_prep_q8_0(const colibri_block_q8_0 *w) {
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w->qs), _mm256_set1_epi8((char)0x80));
 }
 
 /* Q4_0: sum nib·a - 8·sum a. Q4_1: sum nib·a. */
-static inline __m256i colibri_isum_q4_0(const colibri_block_q4_0 *w, __m256i av, __m256i shared) {
-    return _mm256_dpbusd_epi32(shared, colibri_unpack_nibbles(w->qs), av);
+static inline __m256i colibri_prep_q4_0(const colibri_block_q4_0 *w) { return colibri_unpack_nibbles(w->qs); }
+static inline __m256i colibri_prep_q4_1(const colibri_block_q4_1 *w) { return colibri_unpack_nibbles(w->qs); }
+
+/* shared + sum of the unsigned weight bytes times the signed activation bytes. */
+static inline __m256i colibri_mac(__m256i wu, __m256i av, __m256i shared) {
+    return _mm256_dpbusd_epi32(shared, wu, av);
 }
 
-static inline __m256i colibri_isum_q4_1(const colibri_block_q4_1 *w, __m256i av, __m256i shared) {
-    return _mm256_dpbusd_epi32(shared, colibri_unpack_nibbles(w->qs), av);
-}
-
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_block_q8_0,
-                       colibri_shared_q8_0, colibri_isum_q8_0, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, colibri_block_q8_0,
-                       colibri_shared_q4_0, colibri_isum_q4_0, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, colibri_block_q8_1,
-                       colibri_no_shared, colibri_isum_q4_1, COLIBRI_Q4_1_OFFSET)
-
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx512, colibri_dot4_q8_0_avx512)
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx512, colibri_dot4_q4_0_avx512)
-COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx512, colibri_dot4_q4_1_avx512)
+COLIBRI_X86_BLOCK_KERNELS(q8_0, avx512, colibri_block_q8_0, colibri_block_q8_0, colibri_shared_q8_0,
+                          colibri_prep_q8_0, colibri_mac, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_KERNELS(q4_0, avx512, colibri_block_q4_0, colibri_block_q8_0, colibri_shared_q4_0,
+                          colibri_prep_q4_0, colibri_mac, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_KERNELS(q4_1, avx512, colibri_block_q4_1, colibri_block_q8_1, colibri_no_shared,
+                          colibri_prep_q4_1, colibri_mac, COLIBRI_Q4_1_OFFSET)
