@@ -97,9 +97,9 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
     const colibri_layer *L = &m->layers[layer];
 
     colibri_matmul_job qkv[3] = {
-        {&L->t[COLIBRI_T_WQ], s->h, D, s->q, Q, T},   /* q: [T, Q] */
-        {&L->t[COLIBRI_T_WK], s->h, D, s->k, K, T},   /* k: [T, K] */
-        {&L->t[COLIBRI_T_WV], s->h, D, s->v, K, T},   /* v: [T, K] */
+        {&L->t[COLIBRI_T_WQ], s->h, D, s->q, Q, T, NULL, NULL},   /* q: [T, Q] */
+        {&L->t[COLIBRI_T_WK], s->h, D, s->k, K, T, NULL, NULL},   /* k: [T, K] */
+        {&L->t[COLIBRI_T_WV], s->h, D, s->v, K, T, NULL, NULL},   /* v: [T, K] */
     };
     colibri_matmul_run(ctx, qkv, 3);
     if (hp->attn_bias) {
@@ -135,7 +135,7 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
                                                           : (float)(1.0 / sqrt((double)hd))};
     colibri_threadpool_run(ctx->pool, colibri_attention_task_run, &task);
 
-    colibri_matmul_job wo = {&L->t[COLIBRI_T_WO], s->attn, Q, s->o, D, T};   /* o: [T, D] */
+    colibri_matmul_job wo = {&L->t[COLIBRI_T_WO], s->attn, Q, s->o, D, T, NULL, NULL};   /* o: [T, D] */
     colibri_matmul_run(ctx, &wo, 1);
     for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
 }

@@ -98,6 +98,7 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     size_t X = colibri_max3(colibri_max3(D, Q, F), Fe, 0);
     s->xq = colibri_arena_take(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1, 1, 1);
     s->job_xq = colibri_arena_take(p, sizeof(void *), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
+    s->xq_jobs = colibri_arena_take(p, i32, (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->mlps = colibri_arena_take(p, sizeof(colibri_mlp), E + 1, 1, 1, 1);
     s->jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), 2 * (E + 1), 1, 1, 1);
     s->wanted = colibri_arena_take(p, i32, T, 1, 1, 1);

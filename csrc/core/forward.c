@@ -96,7 +96,7 @@ static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, co
     colibri_norm_rows(ctx, &m->global[COLIBRI_T_OUTPUT_NORM], s->h, s->h, n_wanted);
     const colibri_tensor *w_out = hp->tied_embeddings ? &m->global[COLIBRI_T_TOKEN_EMBD]
                                                       : &m->global[COLIBRI_T_OUTPUT];
-    colibri_matmul_job head = {w_out, s->h, D, out->logits, hp->n_vocab, n_wanted};   /* [n_wanted, V] */
+    colibri_matmul_job head = {w_out, s->h, D, out->logits, hp->n_vocab, n_wanted, NULL, NULL};   /* [n_wanted, V] */
     colibri_matmul_run(ctx, &head, 1);
 }
 

@@ -63,6 +63,10 @@ typedef struct colibri_matmul_job {
     float *y;            /* y: [n, w->rows], row stride y_stride */
     int64_t y_stride;
     int32_t n;
+    /* Optional SwiGLU pair (same dtype and shape as w): the thread that owns
+     * rows [r0, r1) also computes y_up = w_up x there, then y = silu(y) * y_up. */
+    const colibri_tensor *w_up;
+    float *y_up;         /* y_up: [n, w->rows], row stride y_stride; scratch */
 } colibri_matmul_job;
 
 /* A matmul pool run takes at most this many jobs (more are run in chunks):
@@ -112,6 +116,7 @@ typedef struct colibri_scratch {
                               most T*(k+1) rows of X = max(D, Q, F, Fe) per quantized
                               activation type in use; empty when no weight is a block type */
     const void **job_xq;   /* job_xq: [COLIBRI_MATMUL_JOBS_MAX(E)] each job's rows in xq */
+    int32_t *xq_jobs;      /* xq_jobs: [COLIBRI_MATMUL_JOBS_MAX(E)] the jobs whose rows a run quantizes */
     colibri_mlp *mlps;     /* mlps: [E + 1] one step's MLPs (experts + shared) */
     colibri_matmul_job *jobs;  /* jobs: [2*(E + 1)] one pool run's matmuls */
     int32_t *wanted;       /* wanted: [T] token indices whose logits are wanted */

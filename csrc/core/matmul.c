@@ -14,10 +14,6 @@
 #include "../kernels/kernels.h"
 #include "../kernels/quant.h"
 
-/* Weight rows per tile when several tokens share a matrix: 64 rows of a
- * 4096-column Q8_0 matrix are 278 KB, well inside L2. */
-#define COLIBRI_MATMUL_ROW_TILE 64
-
 typedef struct colibri_matmul_task {
     const colibri_matmul_job *jobs;
     const void *const *job_xq;   /* job_xq: [n_jobs] quantized x rows, NULL for float weights */
@@ -26,7 +22,24 @@ typedef struct colibri_matmul_task {
 } colibri_matmul_task;
 
 static int64_t colibri_job_row_cost(const colibri_matmul_job *job) {
-    return job->n > 0 ? job->n : 1;
+    return (job->n > 0 ? job->n : 1) * (job->w_up ? 2 : 1);
+}
+
+/* y[t, r0..r1) = W[r0..r1) . x[t] for every token of the job (x: the f32 or
+ * quantized rows, x_row_bytes apart). One token: the row kernel, prefetching
+ * a row group ahead. Several: the multi-token kernel, whose row groups stay
+ * in L1 while every token passes (isa.h). Either way every y[t, r] is
+ * bitwise the reference dot of row r with x[t]. */
+static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_row_bytes, int32_t n,
+                             int64_t r0, int64_t r1, float *y, int64_t y_stride) {
+    const colibri_isa_table *isa = colibri_isa_active();
+    int64_t row_bytes = colibri_row_bytes(w->dtype, w->cols);
+    const char *w_rows = (const char *)w->data + r0 * row_bytes;   /* w_rows: [r1 - r0, cols] */
+    if (n == 1) {
+        isa->dot_rows[w->dtype](w_rows, row_bytes, x, w->cols, r1 - r0, &y[r0]);
+    } else {
+        isa->gemm[w->dtype](w_rows, row_bytes, x, x_row_bytes, w->cols, r1 - r0, n, &y[r0], y_stride);
+    }
 }
 
 /* Rows are split by work (rows x tokens) so experts with many tokens spread
@@ -47,23 +60,15 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             int64_t r0 = lo > offset ? (lo - offset + cost - 1) / cost : 0;
             int64_t r1 = hi < job_end ? (hi - offset + cost - 1) / cost : rows;
             const colibri_type_traits *type = colibri_type_traits_of(job->w->dtype);
-            int64_t cols = job->w->cols;
-            int64_t row_bytes = colibri_row_bytes(job->w->dtype, cols);
             /* x rows: the f32 rows, or their quantized copies (contiguous) */
             const char *x = task->job_xq[j] ? (const char *)task->job_xq[j] : (const char *)job->x;
-            int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, cols)
+            int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, job->w->cols)
                                                   : job->x_stride * (int64_t)sizeof(float);
-            /* One token: the kernel streams the whole range, prefetching a row
-             * group ahead (isa.h). Several: tiles of rows, each read from DRAM
-             * for the first token and from cache for the rest. Either way
-             * every y[t, r] is bitwise the reference dot of row r with x[t]. */
-            colibri_dot_rows_fn dot_rows = colibri_isa_active()->dot_rows[job->w->dtype];
-            int64_t tile = job->n == 1 ? r1 - r0 : COLIBRI_MATMUL_ROW_TILE;
-            for (int64_t r = r0; r < r1; r += tile) {
-                int64_t n_rows = r1 - r < tile ? r1 - r : tile;
-                const void *w_rows = (const char *)job->w->data + r * row_bytes;  /* w_rows: [n_rows, cols] */
+            colibri_rows_run(job->w, x, x_row_bytes, job->n, r0, r1, job->y, job->y_stride);
+            if (job->w_up) {   /* the SwiGLU epilogue on this thread's rows */
+                colibri_rows_run(job->w_up, x, x_row_bytes, job->n, r0, r1, job->y_up, job->y_stride);
                 for (int32_t t = 0; t < job->n; t++) {
-                    dot_rows(w_rows, row_bytes, x + t * x_row_bytes, cols, n_rows, &job->y[t * job->y_stride + r]);
+                    colibri_silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0, r1 - r0);
                 }
             }
         }
@@ -77,13 +82,41 @@ static int colibri_same_input(const colibri_matmul_job *a, const colibri_matmul_
            colibri_type_traits_of(a->w->dtype)->act_type == act;
 }
 
+typedef struct colibri_quantize_task {
+    const colibri_matmul_job *jobs;
+    const void *const *job_xq;
+    const int32_t *xq_jobs;      /* xq_jobs: [n_xq_jobs] jobs whose rows are quantized */
+    int32_t n_xq_jobs;
+    int64_t total_rows;          /* sum of their token counts */
+} colibri_quantize_task;
+
+/* Thread ti quantizes its share of all the rows listed (each row on its own). */
+static void colibri_quantize_task_run(void *arg, int32_t ti, int32_t nt) {
+    const colibri_quantize_task *task = (const colibri_quantize_task *)arg;
+    int64_t lo, hi, first = 0;   /* first: flat index of job i's row 0 */
+    colibri_range_split(task->total_rows, ti, nt, &lo, &hi);
+    for (int32_t i = 0; i < task->n_xq_jobs && first < hi; i++) {
+        const colibri_matmul_job *job = &task->jobs[task->xq_jobs[i]];
+        int32_t act_type = colibri_type_traits_of(job->w->dtype)->act_type;
+        const colibri_type_traits *act = colibri_type_traits_of(act_type);
+        int64_t cols = job->w->cols, row_bytes = colibri_row_bytes(act_type, cols);
+        char *xq = (char *)task->job_xq[task->xq_jobs[i]];   /* xq: [n, cols] in the activation type */
+        for (int64_t t = lo > first ? lo - first : 0; t < job->n && first + t < hi; t++) {
+            act->from_f32(job->x + t * job->x_stride, xq + t * row_bytes, cols);
+        }
+        first += job->n;
+    }
+}
+
 /* Fills job_xq[j] for each job: NULL for float weights, else its x rows
  * quantized to the weight's activation type in ctx->s.xq — once per distinct
- * input, shared by every job (and every weight row) that reads it. Runs on the
- * calling thread; each row's blocks depend on that row only. */
+ * input, shared by every job (and every weight row) that reads it. The rows
+ * are split over the pool when there are several (each row's blocks depend
+ * on that row only, so the split never changes a byte). */
 static void colibri_matmul_quantize_inputs(colibri_context *ctx, const colibri_matmul_job *jobs,
                                            int32_t n_jobs, const void **job_xq) {
     char *next = (char *)ctx->s.xq;   /* next free byte of xq */
+    colibri_quantize_task task = {jobs, job_xq, ctx->s.xq_jobs, 0, 0};
     for (int32_t j = 0; j < n_jobs; j++) {
         const colibri_matmul_job *job = &jobs[j];
         int32_t act = colibri_type_traits_of(job->w->dtype)->act_type;
@@ -93,13 +126,15 @@ static void colibri_matmul_quantize_inputs(colibri_context *ctx, const colibri_m
             if (job_xq[i] && colibri_same_input(&jobs[i], job, act)) job_xq[j] = job_xq[i];
         }
         if (job_xq[j]) continue;
-        const colibri_type_traits *act_type = colibri_type_traits_of(act);
-        int64_t cols = job->w->cols, row_bytes = colibri_row_bytes(act, cols);
-        for (int32_t t = 0; t < job->n; t++) {   /* xq rows: [n, cols] in act */
-            act_type->from_f32(job->x + t * job->x_stride, next + t * row_bytes, cols);
-        }
         job_xq[j] = next;
-        next += job->n * row_bytes;
+        next += job->n * colibri_row_bytes(act, job->w->cols);
+        ctx->s.xq_jobs[task.n_xq_jobs++] = j;
+        task.total_rows += job->n;
+    }
+    if (task.total_rows > 1) {
+        colibri_threadpool_run(ctx->pool, colibri_quantize_task_run, &task);
+    } else if (task.total_rows == 1) {
+        colibri_quantize_task_run(&task, 0, 1);
     }
 }
 
@@ -116,21 +151,29 @@ void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, in
     }
 }
 
+/* Gate and up of an MLP run as one fused job (SwiGLU in its epilogue) when
+ * they share a dtype, as every supported file lays them out; otherwise as two
+ * jobs and the SwiGLU after the run. Then the down projections. */
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps) {
     colibri_matmul_job *jobs = ctx->s.jobs;   /* jobs: [2 * n_mlps] */
     int64_t D = ctx->model->hp.n_embd;
+    int32_t n_jobs = 0;
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
-        jobs[2 * i] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n};
-        jobs[2 * i + 1] = (colibri_matmul_job){mlp->up, mlp->x, D, mlp->act_up, F, mlp->n};
+        if (mlp->gate->dtype == mlp->up->dtype) {
+            jobs[n_jobs++] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n, mlp->up, mlp->act_up};
+        } else {
+            jobs[n_jobs++] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n, NULL, NULL};
+            jobs[n_jobs++] = (colibri_matmul_job){mlp->up, mlp->x, D, mlp->act_up, F, mlp->n, NULL, NULL};
+        }
     }
-    colibri_matmul_run(ctx, jobs, 2 * n_mlps);
+    colibri_matmul_run(ctx, jobs, n_jobs);
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
-        colibri_silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
-        jobs[i] = (colibri_matmul_job){mlp->down, mlp->act_gate, F, mlp->y, D, mlp->n};
+        if (mlp->gate->dtype != mlp->up->dtype) colibri_silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
+        jobs[i] = (colibri_matmul_job){mlp->down, mlp->act_gate, F, mlp->y, D, mlp->n, NULL, NULL};
     }
     colibri_matmul_run(ctx, jobs, n_mlps);
 }

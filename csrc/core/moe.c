@@ -100,8 +100,8 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
 
     /* ROUTER (+ the shared expert's router logit in the same pool run) */
     colibri_matmul_job router[2] = {
-        {&L->t[COLIBRI_T_ROUTER], s->h, D, s->router_logits, E, T},       /* [T, E] */
-        {&L->t[COLIBRI_T_SHARED_ROUTER], s->h, D, s->shared_logit, 1, T},  /* [T, 1] */
+        {&L->t[COLIBRI_T_ROUTER], s->h, D, s->router_logits, E, T, NULL, NULL},       /* [T, E] */
+        {&L->t[COLIBRI_T_SHARED_ROUTER], s->h, D, s->shared_logit, 1, T, NULL, NULL},  /* [T, 1] */
     };
     colibri_matmul_run(ctx, router, hp->shared_gated ? 2 : 1);
     for (int32_t t = 0; t < T; t++) {

@@ -35,6 +35,7 @@ typedef struct test_model {
     uint8_t is_moe[8];        /* is_moe: [n_layer] */
     int32_t dtype;            /* dtype of every weight (norms and biases: F32 if a block type) */
     int32_t round_through;    /* a block type: weights are rounded through it, stored as F32 */
+    int up_f16;               /* 1, 2: every up projection holds f16 values, stored as F16 (1) or F32 (2) */
     uint64_t rng;
     void *bufs[512];          /* every weight buffer, freed with the model */
     int n_bufs;
@@ -63,6 +64,14 @@ static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert,
         through->from_f32(values, q, n);
         through->to_f32(q, values, n);
         free(q);
+    }
+    int is_up = kind == COLIBRI_T_FFN_UP || kind == COLIBRI_T_EXPERT_UP || kind == COLIBRI_T_SHARED_UP;
+    if (tm->up_f16 && is_up) {
+        uint16_t *h = malloc((size_t)n * sizeof(uint16_t));   /* h: [rows, cols] f16 */
+        colibri_type_traits_of(COLIBRI_DTYPE_F16)->from_f32(values, h, n);
+        colibri_type_traits_of(COLIBRI_DTYPE_F16)->to_f32(h, values, n);
+        free(h);
+        if (tm->up_f16 == 1) dtype = COLIBRI_DTYPE_F16;
     }
     void *buf = malloc((size_t)colibri_row_bytes(dtype, n));
     colibri_type_traits_of(dtype)->from_f32(values, buf, n);
@@ -346,6 +355,26 @@ static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
     printf("dtype %d vs its dequantized F32 twin: logits NMSE %.3g\n", dtype, err / ref);
 }
 
+/* Gate and up of different dtypes take the unfused path (two matmuls, SwiGLU
+ * after); the same values in one dtype take the fused one (SwiGLU in the
+ * matmul epilogue). F16 up weights widen exactly, so logits agree bitwise. */
+static void test_mixed_gate_up(void) {
+    float logits[2][6 * 50];
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    for (int twin = 0; twin < 2; twin++) {
+        test_model tm;
+        test_config(&tm, COLIBRI_DTYPE_F32);
+        tm.up_f16 = twin + 1;
+        CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+        colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 2);
+        CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits[twin]) == 0, "forward: %s", colibri_last_error());
+        colibri_context_free(ctx);
+        test_free(&tm);
+    }
+    CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0, "F16 up (unfused) vs F32 up (fused): bitwise");
+}
+
 /* Variants of the config run and agree with themselves: whole-q/k norm, clip,
  * tied embeddings, a sliding window wider than the context == no window. */
 static void test_variants(void) {
@@ -511,6 +540,7 @@ int main(void) {
     test_dispatch_aggregate();
     test_prefill_vs_steps(COLIBRI_DTYPE_F32);
     test_prefill_vs_steps(COLIBRI_DTYPE_BF16);
+    test_mixed_gate_up();
     test_threads_and_batching(COLIBRI_DTYPE_F32);
     test_threads_and_batching(COLIBRI_DTYPE_F16);
     test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1);
