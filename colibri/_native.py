@@ -90,6 +90,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_context_create": (vp, [vp, c_i32, c_i32, c_i32, c_i32]),
         "colibri_context_free": (None, [vp]),
         "colibri_context_threads": (c_i32, [vp]),
+        "colibri_context_huge_pages": (c_i32, [vp]),
         "colibri_seq_len": (c_i32, [vp, c_i32]),
         "colibri_seq_clear": (c_int, [vp, c_i32]),
         "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),

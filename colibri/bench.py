@@ -56,6 +56,7 @@ class BenchResult:
     bytes_per_token: int          # weight bytes one decode step reads
     read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads
     roofline_fraction: float      # bytes_per_token * decode_tok_s / read bandwidth
+    huge_pages: bool              # the KV + scratch arena got transparent huge pages
     profile: StepProfile | None = None
 
     def as_json(self) -> dict:
@@ -203,7 +204,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             decode_rates.append(gen_tokens / sum(steps))
             latencies += steps
         summary = summarize(model)
-        threads_used = model.threads
+        threads_used, huge_pages = model.threads, model.huge_pages
     peak = peak_rss_bytes()
     bandwidth = bandwidth_gb_s or measure_read_bandwidth(threads_used)
     decode = statistics.median(decode_rates)
@@ -214,7 +215,8 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=decode,
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, read_bandwidth_gb_s=bandwidth,
-        roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), profile=step_profile)
+        roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), huge_pages=huge_pages,
+        profile=step_profile)
 
 
 # ---- report ------------------------------------------------------------------------
@@ -230,6 +232,7 @@ def report_lines(r: BenchResult) -> list[str]:
         ("decode", f"{r.decode_tok_s:.2f} tok/s ({r.gen_tokens} tokens, median of {r.repeat})"),
         ("per token", f"p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms"),
         ("peak RSS", human_bytes(r.peak_rss_bytes)),
+        ("KV + scratch", "transparent huge pages" if r.huge_pages else "normal pages"),
         ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
                            f"{100 * r.roofline_fraction:.1f}% of the {r.read_bandwidth_gb_s:.2f} GB/s read bandwidth"),
     ]

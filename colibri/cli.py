@@ -168,6 +168,8 @@ def cmd_inspect(args) -> int:
             ("weights", human_bytes(s.weight_bytes) + " (memory-mapped, used in place)"),
             ("read per decode token", human_bytes(s.bytes_per_token)),
             ("KV cache", f"{human_bytes(s.kv_bytes_per_token)} per position"),
+            ("KV + scratch arena", "one mapping, transparent huge pages" if model.huge_pages
+             else "one mapping, normal pages (no transparent huge pages here)"),
         ]
         width = max(len(k) for k, _ in rows)
         for key, value in rows:

@@ -65,6 +65,11 @@ class Model:
         return self._context().threads
 
     @property
+    def huge_pages(self) -> bool:
+        """Whether the KV cache and scratch arena got transparent huge pages."""
+        return self._context().huge_pages
+
+    @property
     def n_ctx(self) -> int:
         return self._context().n_ctx
 

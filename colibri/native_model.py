@@ -105,6 +105,7 @@ class NativeContext:
         self.handle = handle
         self.n_ctx, self.n_seq, self.n_batch = n_ctx, n_seq, n_batch
         self.threads = lib.colibri_context_threads(handle)
+        self.huge_pages = lib.colibri_context_huge_pages(handle) == 1   # KV + scratch arena on THP
 
     def seq_len(self, seq: int) -> int:
         return _native.lib().colibri_seq_len(self.handle, seq)

@@ -38,6 +38,15 @@ def test_json_has_every_required_field(tiny_path):
     assert result["threads"] == 1 and result["prompt_tokens"] == 16 and result["gen_tokens"] == 8
     assert 0 < result["roofline_fraction"] and result["read_bandwidth_gb_s"] > 0
     assert "profile" not in result
+    assert result["huge_pages"] is _thp_available()
+
+
+def _thp_available() -> bool:
+    """Whether this kernel grants MADV_HUGEPAGE: transparent huge pages not set to 'never'."""
+    from pathlib import Path
+
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    return sys.platform.startswith("linux") and mode.exists() and "[never]" not in mode.read_text()
 
 
 def test_profile_lists_every_stage_with_shares_summing_to_100(tiny_path):

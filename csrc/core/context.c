@@ -3,10 +3,11 @@
  * every sequence and all the scratch a step needs, sized from n_ctx, n_seq,
  * n_batch and the hyperparameters; the thread pool; per-sequence lengths.
  */
-#define _DEFAULT_SOURCE 1   /* sysconf(_SC_NPROCESSORS_ONLN) */
+#define _DEFAULT_SOURCE 1   /* sysconf(_SC_NPROCESSORS_ONLN), MAP_ANONYMOUS, madvise */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -14,6 +15,23 @@
 #include "../kernels/quant.h"
 
 #define COLIBRI_ALIGN 64
+#define COLIBRI_HUGE_PAGE ((size_t)2 << 20)   /* x86-64 / arm64 PMD size: arena lengths round up to it */
+
+/* An anonymous, zero-filled, lazily mapped region of at least `bytes`
+ * (rounded up to COLIBRI_HUGE_PAGE), with transparent huge pages asked for
+ * where the system has them; *huge says whether the kernel accepted. NULL if
+ * the mapping fails. */
+static void *colibri_arena_map(size_t bytes, size_t *mapped, int *huge) {
+    size_t len = (bytes + COLIBRI_HUGE_PAGE - 1) & ~(COLIBRI_HUGE_PAGE - 1);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *mapped = len;
+    *huge = 0;
+#ifdef MADV_HUGEPAGE
+    *huge = madvise(p, len, MADV_HUGEPAGE) == 0;
+#endif
+    return p;
+}
 #define COLIBRI_MAX_THREADS 512
 
 /* A bump layout over the arena. With base == NULL it only measures. */
@@ -152,7 +170,8 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
         return NULL;
     }
     size_t total = (plan.used + (COLIBRI_ALIGN - 1)) & ~(size_t)(COLIBRI_ALIGN - 1);
-    if (posix_memalign(&ctx->arena, COLIBRI_ALIGN, total) != 0) {
+    if (total > SIZE_MAX - COLIBRI_HUGE_PAGE ||
+        !(ctx->arena = colibri_arena_map(total, &ctx->arena_bytes, &ctx->huge_pages))) {
         free(ctx);
         colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory: context arena of %zu bytes "
                           "(n_ctx=%d, n_seq=%d, n_batch=%d)", total, n_ctx, n_seq, n_batch);
@@ -161,12 +180,12 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
     plan = (colibri_arena_plan){(char *)ctx->arena, 0, 0};
     colibri_context_layout(ctx, &plan);
     /* The rest of the arena is written before it is read; leaving it untouched
-     * lets the OS map the KV cache lazily. */
+     * lets the OS map the KV cache lazily (it reads as zeros until then). */
     memset(ctx->seq_len, 0, (size_t)n_seq * sizeof(int32_t));
 
     ctx->pool = colibri_threadpool_create(n_threads);
     if (!ctx->pool) {
-        free(ctx->arena);
+        munmap(ctx->arena, ctx->arena_bytes);
         free(ctx);
         return NULL;
     }
@@ -177,12 +196,16 @@ COLIBRI_API void colibri_context_free(colibri_context *ctx) {
     if (!ctx) return;
     colibri_profile_free(ctx->profile);
     colibri_threadpool_free(ctx->pool);
-    free(ctx->arena);
+    munmap(ctx->arena, ctx->arena_bytes);
     free(ctx);
 }
 
 COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx) {
     return ctx ? ctx->n_threads : -1;
+}
+
+COLIBRI_API int32_t colibri_context_huge_pages(const colibri_context *ctx) {
+    return ctx ? ctx->huge_pages : -1;
 }
 
 COLIBRI_API int32_t colibri_seq_len(const colibri_context *ctx, int32_t seq) {

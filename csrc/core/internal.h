@@ -128,7 +128,9 @@ struct colibri_context {
     const colibri_model *model;
     int32_t n_ctx, n_seq, n_batch, n_threads;
     colibri_threadpool *pool;
-    void *arena;            /* the one allocation holding everything below */
+    void *arena;            /* the one allocation holding everything below (mmap) */
+    size_t arena_bytes;     /* its mapped length */
+    int huge_pages;         /* 1 if the kernel accepted MADV_HUGEPAGE for it */
     int32_t *seq_len;       /* seq_len: [n_seq] cached positions per sequence */
     float *k_cache;         /* k_cache: [n_seq, n_layer, n_ctx, K] post-RoPE keys */
     float *v_cache;         /* v_cache: [n_seq, n_layer, n_ctx, K] values */

@@ -190,6 +190,10 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
                                                     int32_t n_threads);
 COLIBRI_API void colibri_context_free(colibri_context *ctx);
 COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx);
+/* 1 if the context's arena (KV cache and scratch, one anonymous mapping) was
+ * accepted for transparent huge pages (Linux MADV_HUGEPAGE), 0 if not (other
+ * systems, THP disabled), -1 for a NULL context. Best effort, never an error. */
+COLIBRI_API int32_t colibri_context_huge_pages(const colibri_context *ctx);
 /* Number of positions currently cached for sequence `seq` (-1 if out of range). */
 COLIBRI_API int32_t colibri_seq_len(const colibri_context *ctx, int32_t seq);
 /* Forget everything cached for sequence `seq`. */
