@@ -11,6 +11,8 @@
  * float step for row r:
  *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
  * with one multiply/add per operation (no FMA), blocks in order.
+ * The next group's rows are prefetched on every other block: blocks are
+ * 18-34 bytes, so that is about one prefetch per cache line and row.
  */
 #ifndef COLIBRI_X86_BLOCK_CORE_H
 #define COLIBRI_X86_BLOCK_CORE_H
@@ -26,17 +28,24 @@ static inline __m128i colibri_hsum4_epi32(__m256i s0, __m256i s1, __m256i s2, __
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-/* qs: [16] packed nibbles → [32] uint8 in element order (low nibbles, then high). */
+/* qs: [16] packed nibbles → [32] uint8 in element order (low nibbles, then
+ * high): one broadcast load (no shuffle-port work), the upper half shifted
+ * right by 4 within each 64-bit lane, then masked per byte. */
 static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
+/* The 4 f16 values a..d as f32 (exact): packed in a general register first,
+ * so that only one move reaches the vector unit. */
+static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    uint64_t packed = (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)packed));
+}
+
 /* The 4 f16 values v of blocks p0..p3 as f32 (exact). */
-#define COLIBRI_F16X4(p0, p1, p2, p3, v)                                              \
-    _mm_cvtph_ps(_mm_setr_epi16((short)(p0)->v, (short)(p1)->v, (short)(p2)->v,       \
-                                (short)(p3)->v, 0, 0, 0, 0))
+#define COLIBRI_F16X4(p0, p1, p2, p3, v) colibri_f16x4_ps((p0)->v, (p1)->v, (p2)->v, (p3)->v)
 
 /* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); others: v. */
 #define COLIBRI_NO_OFFSET(v, w0, w1, w2, w3, a) (v)
@@ -51,7 +60,7 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
-            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
+            if ((b & 1) == 0) for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
             __m256i shared = SHARED(av);                                                    \
             __m128i isum = colibri_hsum4_epi32(MAC(PREP(&w0[b]), av, shared), MAC(PREP(&w1[b]), av, shared), \
@@ -88,7 +97,7 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc0 = _mm_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;  /* [4] rows each */ \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
-            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
+            if ((b & 1) == 0) for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
             __m256i p0 = PREP(&w0[b]), p1 = PREP(&w1[b]), p2 = PREP(&w2[b]), p3 = PREP(&w3[b]); \
             __m128 dw = COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d);                    \
             COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[0], acc0);           \
