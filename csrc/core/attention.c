@@ -79,10 +79,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
         dot_rows_f32(k0 + (int64_t)first * K, K * (int64_t)sizeof(float), q, hd, n, scores);
         for (int32_t j = 0; j < n; j++) scores[j] *= task->scale;
         colibri_softmax_apply(scores, n);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int32_t j = 0; j < n; j++) {
-            colibri_axpy_f32(out, scores[j], v0 + (int64_t)(first + j) * K, hd);   /* v row: [hd] */
-        }
+        colibri_weighted_sum_f32(out, scores, v0 + (int64_t)first * K, K, n, hd);   /* sum_j p_j v_j */
     }
 }
 

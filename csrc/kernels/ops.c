@@ -65,14 +65,29 @@ void colibri_silu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* Unrolled by 8 so that -O2's straight-line (SLP) vectorizer packs it. */
-void colibri_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        y[i + 0] += a * x[i + 0], y[i + 1] += a * x[i + 1], y[i + 2] += a * x[i + 2], y[i + 3] += a * x[i + 3];
-        y[i + 4] += a * x[i + 4], y[i + 5] += a * x[i + 5], y[i + 6] += a * x[i + 6], y[i + 7] += a * x[i + 7];
+/* 16 columns at a time held in a local accumulator across all j (registers,
+ * not memory), written out once; the unrolled statements are what -O2's
+ * straight-line (SLP) vectorizer packs. */
+void colibri_weighted_sum_f32(float *restrict out, const float *restrict w, const float *restrict rows,
+                              int64_t stride, int32_t n, int64_t n_cols) {
+    int64_t c = 0;
+    for (; c + 16 <= n_cols; c += 16) {
+        float acc[16] = {0};   /* acc: [16] columns c..c+15 */
+        for (int32_t j = 0; j < n; j++) {
+            const float *r = rows + j * stride + c;   /* r: [16] */
+            float p = w[j];
+            acc[0] += p * r[0], acc[1] += p * r[1], acc[2] += p * r[2], acc[3] += p * r[3];
+            acc[4] += p * r[4], acc[5] += p * r[5], acc[6] += p * r[6], acc[7] += p * r[7];
+            acc[8] += p * r[8], acc[9] += p * r[9], acc[10] += p * r[10], acc[11] += p * r[11];
+            acc[12] += p * r[12], acc[13] += p * r[13], acc[14] += p * r[14], acc[15] += p * r[15];
+        }
+        for (int k = 0; k < 16; k++) out[c + k] = acc[k];
     }
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; c < n_cols; c++) {
+        float acc = 0.0f;
+        for (int32_t j = 0; j < n; j++) acc += w[j] * rows[j * stride + c];
+        out[c] = acc;
+    }
 }
 
 float colibri_sigmoid(float z) {
