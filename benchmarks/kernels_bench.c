@@ -5,7 +5,10 @@
  * can run. One pass walks distinct copies of the matrix that together fill
  * MIB MiB (default 2048, well past the last-level cache — 480 MiB on some
  * servers), so DRAM is read, not cache. Prints a table and one JSON line per
- * result: GB/s of weight bytes, median of 5 passes. A benchmark, not a test.
+ * result: GB/s of weight bytes, median of 5 passes. Then the multi-token
+ * kernels (gemm): the first GEMM_ROWS rows against GEMM_TOKENS activation
+ * rows, in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
+ * test.
  *
  *   build/kernels_bench [rows cols [MIB]]
  */
@@ -20,6 +23,8 @@
 #include "quant.h"
 
 #define RUNS 5
+#define GEMM_ROWS 512
+#define GEMM_TOKENS 64
 
 static double bench_now(void) {
     struct timespec ts;
@@ -76,6 +81,35 @@ int main(int argc, char **argv) {
                    times[RUNS / 2] * 1e3);
         }
     }
-    free(src), free(y), free(w), free(xq);
+    /* gemm: xs: [GEMM_TOKENS] copies of the activation row, ys: [GEMM_TOKENS, g_rows] */
+    int64_t g_rows = rows < GEMM_ROWS ? rows : GEMM_ROWS;
+    char *xs = malloc((size_t)(GEMM_TOKENS * cols * 4));
+    float *ys = malloc((size_t)(GEMM_TOKENS * g_rows) * sizeof(float));
+    if (!xs || !ys) return 1;
+    printf("\n%-7s %-5s %8s %8s   (gemm: %lld rows x %d tokens)\n", "isa", "dtype", "GMAC/s", "ms",
+           (long long)g_rows, GEMM_TOKENS);
+    for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+        const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        int64_t row_bytes = colibri_row_bytes(dtype, cols), x_bytes = colibri_row_bytes(t->act_type, cols);
+        for (int64_t r = 0; r < g_rows; r++) t->from_f32(src, w + r * row_bytes, cols);
+        for (int64_t k = 0; k < GEMM_TOKENS; k++) colibri_type_traits_of(t->act_type)->from_f32(src, xs + k * x_bytes, cols);
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            const colibri_isa_table *isa = colibri_isa_find(names[i]);
+            if (!isa) continue;
+            double times[RUNS];
+            for (int run = 0; run < RUNS; run++) {
+                double t0 = bench_now();
+                isa->gemm[dtype](w, row_bytes, xs, x_bytes, cols, g_rows, GEMM_TOKENS, ys, g_rows);
+                times[run] = bench_now() - t0;
+            }
+            qsort(times, RUNS, sizeof(double), bench_cmp);
+            double gmacs = (double)(g_rows * cols * GEMM_TOKENS) / times[RUNS / 2] / 1e9;
+            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gmacs, times[RUNS / 2] * 1e3);
+            printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"kernel\": \"gemm\", \"rows\": %lld, \"cols\": %lld, "
+                   "\"tokens\": %d, \"gmac_per_s\": %.3f}\n", isa->name, t->name, (long long)g_rows, (long long)cols,
+                   GEMM_TOKENS, gmacs);
+        }
+    }
+    free(src), free(y), free(w), free(xq), free(xs), free(ys);
     return 0;
 }

@@ -123,14 +123,20 @@ int colibri_cpu_has_neon(void);
         }                                                                                   \
     }
 
-/* Defines a colibri_gemm_fn as one DOT_ROWS (a colibri_dot_rows_fn) call per
- * activation row, for types and ISAs without a multi-token core. */
-#define COLIBRI_GEMM_EACH_DEFINE(DECL, DOT_ROWS)                                             \
-    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,        \
-         int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                           \
-        for (int64_t t = 0; t < n_tok; t++) {                                                \
-            DOT_ROWS(w, w_stride, (const char *)x + t * x_stride, n, rows, y + t * y_stride); \
-        }                                                                                    \
+/* Defines a colibri_gemm_fn from DOT_ROWS (a colibri_dot_rows_fn), for
+ * types and ISAs without a multi-token core: tiles of COLIBRI_GEMM_TILE_ROWS
+ * rows, each tile once per activation row while it sits in L2. */
+#define COLIBRI_GEMM_TILE_ROWS 32
+#define COLIBRI_GEMM_EACH_DEFINE(DECL, DOT_ROWS)                                                 \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,            \
+         int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                               \
+        for (int64_t r = 0; r < rows; r += COLIBRI_GEMM_TILE_ROWS) {                             \
+            int64_t k = rows - r < COLIBRI_GEMM_TILE_ROWS ? rows - r : COLIBRI_GEMM_TILE_ROWS;   \
+            for (int64_t t = 0; t < n_tok; t++) {                                                \
+                DOT_ROWS((const char *)w + r * w_stride, w_stride, (const char *)x + t * x_stride, n, k, \
+                         y + t * y_stride + r);                                                  \
+            }                                                                                    \
+        }                                                                                        \
     }
 
 /* Defines a colibri_dot_rows_fn as one DOT1 (a colibri_dot_fn) call per row,

@@ -11,7 +11,7 @@
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
  *     UNquantized activations: NMSE <= 5e-4;
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
- *     bitwise the reference vec_dot, for 1..9 tokens, odd row counts, wide
+ *     bitwise the reference vec_dot, for 1..17 tokens, odd row counts, wide
  *     weight / activation / output strides.
  * Prints "N passed, M failed"; exit 1 on failure.
  */
@@ -173,7 +173,7 @@ static void test_integer_exact(const colibri_isa_table *isa) {
  * (token, row); x rows and y rows wider than needed, y's padding untouched. */
 static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t rows, int64_t cols,
                             int64_t tokens) {
-    enum { MAX_TOK = 9, Y_PAD = 3 };
+    enum { MAX_TOK = 17, Y_PAD = 3 };
     static char w[MAX_ROWS * (MAX_COLS * 4 + PAD)];      /* w: [rows] rows of w_stride bytes */
     static float wf[MAX_ROWS * MAX_COLS];                /* wf: [rows, cols] dequantized (unused) */
     static float x[MAX_COLS];                            /* x: [cols] one token's f32 row */
@@ -205,7 +205,7 @@ static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t
 
 static void test_gemm(const colibri_isa_table *isa) {
     static const int64_t rows[] = {1, 3, 4, 5, 13, 67};
-    static const int64_t tokens[] = {1, 2, 3, 4, 5, 8, 9};
+    static const int64_t tokens[] = {1, 2, 3, 4, 5, 8, 9, 16, 17};
     static const int64_t gemm_float_cols[] = {7, 16, 33, 100};
     static const int64_t gemm_block_cols[] = {32, 96, 1024};
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {

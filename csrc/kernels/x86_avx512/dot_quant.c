@@ -35,9 +35,13 @@ static inline __m256i colibri_mac(__m256i wu, __m256i av, __m256i shared) {
     return _mm256_dpbusd_epi32(shared, wu, av);
 }
 
-COLIBRI_X86_BLOCK_KERNELS(q8_0, avx512, colibri_block_q8_0, colibri_block_q8_0, colibri_shared_q8_0,
-                          colibri_prep_q8_0, colibri_mac, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_KERNELS(q4_0, avx512, colibri_block_q4_0, colibri_block_q8_0, colibri_shared_q4_0,
-                          colibri_prep_q4_0, colibri_mac, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_KERNELS(q4_1, avx512, colibri_block_q4_1, colibri_block_q8_1, colibri_no_shared,
-                          colibri_prep_q4_1, colibri_mac, COLIBRI_Q4_1_OFFSET)
+/* The one-token kernels; the multi-token ones are gemm_quant.c's. */
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_block_q8_0, colibri_shared_q8_0,
+                       colibri_prep_q8_0, colibri_mac, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, colibri_block_q8_0, colibri_shared_q4_0,
+                       colibri_prep_q4_0, colibri_mac, COLIBRI_NO_OFFSET)
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, colibri_block_q8_1, colibri_no_shared,
+                       colibri_prep_q4_1, colibri_mac, COLIBRI_Q4_1_OFFSET)
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx512, colibri_dot4_q8_0_avx512)
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx512, colibri_dot4_q4_0_avx512)
+COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx512, colibri_dot4_q4_1_avx512)
