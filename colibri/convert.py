@@ -25,6 +25,7 @@ from .errors import ModelError
 from .formats import native
 from .formats.hf_dir import HFCheckpoint
 from .loader import checked_weight
+from .native_model import require_little_endian
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots
 
 TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
@@ -184,6 +185,7 @@ def _gguf_source(src):
 def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
     """Convert the Hugging Face directory or GGUF file `src` to the native file `dst` at `dtype`
     (f32|f16|bf16|q8_0|q4_0|q4_1, or keep: every tensor in its source type)."""
+    require_little_endian("colibri convert")   # libcolibri's quantizer writes host-order f16 scales
     if dtype not in TARGET_DTYPES:
         raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
     target = TARGET_DTYPES[dtype]

@@ -6,6 +6,7 @@ weights are passed by address: the C core uses the mmapped bytes in place.
 from __future__ import annotations
 
 import ctypes
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -67,10 +68,20 @@ class ModelHandle:
             self.handle = None
 
 
+def require_little_endian(what: str) -> None:
+    """Hugging Face and GGUF tensors are little-endian and handed to the C core as they lie in
+    their files; on a big-endian host that would be silent garbage, so it is refused. (Native
+    .colibri files load everywhere: the C loader byte-swaps them.)"""
+    if sys.byteorder != "little":
+        raise ModelError(f"{what} needs a little-endian host (this one is {sys.byteorder}-endian); "
+                         "convert the model to a .colibri file on a little-endian machine and load that")
+
+
 class NativeModel(ModelHandle):
     """A colibri_model built from tensor views: created, filled, finalized; freed by close()."""
 
     def __init__(self, config: ModelConfig, weights: Sequence[tuple[TensorSlot, WeightRef]]):
+        require_little_endian("loading Hugging Face and GGUF weights in place")
         lib = _native.lib()
         hp, keepalive = hparams_for(config)
         handle = lib.colibri_model_create(ctypes.byref(hp))

@@ -114,3 +114,18 @@ def test_invalid_runtime_arguments(model_copy):
             m.generate([1, 2], max_tokens=-1)
         with pytest.raises(ValueError, match="temperature"):
             m.generate([1, 2], max_tokens=2, temperature=-1.0)
+
+
+def test_big_endian_host_refuses_in_place_formats_and_convert(model_copy, tmp_path, monkeypatch):
+    # HF / GGUF tensors go to the C core as stored (little-endian): a big-endian host must get a
+    # clear error, not garbage. Native files are byte-swapped by the C loader instead
+    # (tests/test_big_endian.py runs that under qemu-s390x).
+    import sys
+
+    from colibri.convert import convert
+
+    monkeypatch.setattr(sys, "byteorder", "big")
+    with pytest.raises(ModelError, match="little-endian host"):
+        colibri.load(model_copy)
+    with pytest.raises(ModelError, match="little-endian host"):
+        convert(model_copy, tmp_path / "x.colibri", "bf16", progress=False)

@@ -1,13 +1,16 @@
 /*
  * native_file.c — colibri_model_load: a Colibri-native file (docs/FORMAT.md)
- * mmapped read-only, every field validated with overflow-safe arithmetic
- * before use, and the model built through colibri_model_set_tensor with views
- * into the mapping (zero-copy). Also colibri_model_metadata and the plain-C
- * convenience pair colibri_init / colibri_free.
+ * mmapped, every field validated with overflow-safe arithmetic before use, and
+ * the model built through colibri_model_set_tensor with views into the
+ * mapping. Also colibri_model_metadata and the plain-C convenience pair
+ * colibri_init / colibri_free.
  *
  * Integers and floats of the header, hparams and directory are assembled from
- * little-endian bytes, so they read the same on any host; tensor data is used
- * in place, so big-endian hosts are refused.
+ * little-endian bytes, so they read the same on any host. On a little-endian
+ * host the mapping is read-only and the tensors are used in place (zero-copy).
+ * A big-endian host maps the file copy-on-write instead and, once the whole
+ * file has validated, byte-swaps every tensor in it (colibri_model_to_host_order):
+ * there the weights are a private copy, not zero-copy.
  */
 #define _DEFAULT_SOURCE 1   /* mmap, O_CLOEXEC */
 #include <errno.h>
@@ -28,7 +31,8 @@ static const unsigned char colibri_file_magic[8] = {'C', 'O', 'L', 'I', 'B', 'R'
 
 /* ---- the mapped file a model's weights live in --------------------------------- */
 struct colibri_file {
-    void *base;                  /* base: [size] the whole file, PROT_READ */
+    void *base;                  /* base: [size] the whole file (PROT_READ; copy-on-write,
+                                    tensors byte-swapped, on big-endian hosts) */
     size_t size;
     const char *metadata;        /* metadata: [metadata_len] inside base */
     size_t metadata_len;
@@ -314,9 +318,63 @@ static int colibri_file_add_tensor(const char *path, const unsigned char *b, uin
     return COLIBRI_OK;
 }
 
+/* ---- big-endian hosts ------------------------------------------------------------ */
+
+/* Reverses the n bytes at p. */
+static void colibri_reverse(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned char t = p[i];
+        p[i] = p[n - 1 - i];
+        p[n - 1 - i] = t;
+    }
+}
+
+/* Converts one weight of the model (NULL data: not set, nothing to do) from
+ * the file's little-endian order to a big-endian host's, in place: each F32
+ * word, each F16 / BF16 value, and the f16 fields of each block (d of Q8_0
+ * and Q4_0, d and m of Q4_1; the int8 / nibble bytes have no byte order). */
+static void colibri_tensor_to_host_order(const colibri_tensor *t) {
+    if (!t->data) return;
+    const colibri_type_traits *type = colibri_type_traits_of(t->dtype);
+    const size_t step = (size_t)type->block_bytes;
+    unsigned char *p = (unsigned char *)t->data;   /* inside the writable copy-on-write mapping */
+    unsigned char *end = p + (size_t)(t->rows * (t->cols / type->block_elems)) * step;
+    for (; p < end; p += step) {
+        switch (t->dtype) {
+        case COLIBRI_DTYPE_F32:
+            colibri_reverse(p, 4);
+            break;
+        case COLIBRI_DTYPE_Q4_1:
+            colibri_reverse(p + offsetof(colibri_block_q4_1, d), 2);
+            colibri_reverse(p + offsetof(colibri_block_q4_1, m), 2);
+            break;
+        default:   /* F16, BF16: the value; Q8_0, Q4_0: d, the block's first field */
+            colibri_reverse(p, 2);
+            break;
+        }
+    }
+}
+
+/* Byte-swaps every weight of m, a model colibri_file_build built from a
+ * copy-on-write mapping that passed every check, for a big-endian host. It
+ * walks the model's validated tensor records, not the file's directory again;
+ * each weight is its own range of the file, so each is swapped exactly once. */
+static void colibri_model_to_host_order(colibri_model *m) {
+    const size_t n_global = sizeof m->global / sizeof m->global[0];
+    for (size_t k = 0; k < n_global; k++) colibri_tensor_to_host_order(&m->global[k]);
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const colibri_layer *layer = &m->layers[l];
+        for (int k = 0; k < COLIBRI_T_COUNT; k++) colibri_tensor_to_host_order(&layer->t[k]);
+        int64_t n_experts = layer->experts ? (int64_t)m->hp.n_expert * COLIBRI_EXPERT_KINDS : 0;
+        for (int64_t j = 0; j < n_experts; j++) colibri_tensor_to_host_order(&layer->experts[j]);
+    }
+}
+
 /* ---- load ------------------------------------------------------------------- */
 
-/* Maps path read-only: *base, *size; 0 or an error status. */
+/* Maps path: *base, *size; 0 or an error status. Read-only and shared with the
+ * page cache on little-endian hosts; copy-on-write (MAP_PRIVATE, writable) on
+ * big-endian ones, for colibri_model_to_host_order. */
 static int colibri_file_map(const char *path, void **base, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return COLIBRI_FAIL("%s: cannot open (%s)", path, strerror(errno));
@@ -333,7 +391,8 @@ static int colibri_file_map(const char *path, void **base, uint64_t *size) {
         rc = COLIBRI_FAIL("%s: file is too large to map on this host", path);
     } else {
         *size = (uint64_t)st.st_size;
-        *base = mmap(NULL, (size_t)*size, PROT_READ, MAP_PRIVATE, fd, 0);
+        int prot = colibri_host_is_big_endian() ? PROT_READ | PROT_WRITE : PROT_READ;
+        *base = mmap(NULL, (size_t)*size, prot, MAP_PRIVATE, fd, 0);
         if (*base == MAP_FAILED) rc = COLIBRI_FAIL("%s: cannot mmap (%s)", path, strerror(errno));
     }
     close(fd);
@@ -392,11 +451,6 @@ COLIBRI_API colibri_model *colibri_model_load(const char *path) {
         COLIBRI_FAIL("colibri_model_load: path is NULL");
         return NULL;
     }
-    if (colibri_host_is_big_endian()) {
-        COLIBRI_FAIL("%s: big-endian hosts are not supported (tensor data is little-endian and used in place)",
-                     path);
-        return NULL;
-    }
     void *base = NULL;
     uint64_t size = 0;
     if (colibri_file_map(path, &base, &size)) return NULL;
@@ -407,6 +461,7 @@ COLIBRI_API colibri_model *colibri_model_load(const char *path) {
         m = colibri_file_build(path, (const unsigned char *)base, size, &h);
     }
     if (m) {
+        if (colibri_host_is_big_endian()) colibri_model_to_host_order(m);
         f = (colibri_file *)calloc(1, sizeof *f);
         if (!f) colibri_error_set(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
     }

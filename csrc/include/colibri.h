@@ -219,11 +219,12 @@ COLIBRI_API int colibri_dequantize(int32_t dtype, const void *src, float *dst, i
  * metadata object (tokenizer, chat template, generation config, source). */
 typedef struct colibri_file colibri_file;
 
-/* Maps the file read-only, validates every header field, offset and size,
- * and builds a finalized model whose weights are used in place from the
- * mapping. NULL on failure, with colibri_last_error() naming the file and the
- * field. The model owns the mapping: colibri_model_free unmaps it. Refused on
- * big-endian hosts (tensor data is little-endian). */
+/* Maps the file, validates every header field, offset and size, and builds a
+ * finalized model whose weights are used in place from the mapping
+ * (read-only, zero-copy; on a big-endian host a copy-on-write mapping whose
+ * tensors are byte-swapped to host order once validated). NULL on failure,
+ * with colibri_last_error() naming the file and the field. The model owns
+ * the mapping: colibri_model_free unmaps it. */
 COLIBRI_API colibri_model *colibri_model_load(const char *path);
 /* The metadata JSON of a model from colibri_model_load: *json points into the
  * mapping (not NUL-terminated), *len bytes, valid until the model is freed. */
