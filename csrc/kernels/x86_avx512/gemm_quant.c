@@ -2,9 +2,9 @@
  * x86_avx512/gemm_quant.c — the multi-token kernels (gemm) of the block types
  * with AVX-512 VNNI, free of horizontal sums.
  *
- * 8 tokens' quantized activation rows are first repacked, a chunk of blocks at
- * a time, into a panel on the stack whose 256-bit vector (block b, group g)
- * holds bytes 4g..4g+3 of block b of each of the 8 tokens. A weight row's 4
+ * 16 tokens' quantized activation rows are first repacked, a chunk of blocks
+ * at a time, into a panel on the stack whose 512-bit vector (block b, group g)
+ * holds bytes 4g..4g+3 of block b of each of the 16 tokens. A weight row's 4
  * bytes of that group are broadcast to every lane, and vpdpbusd adds to lane t
  * token t's 4 products: after the block's 8 groups lane t holds the block's
  * exact int32 dot for token t (signed weights offset to unsigned, the offset's
@@ -22,8 +22,8 @@
 #include "../isa.h"
 #include "../quant.h"
 
-#define COLIBRI_PANEL_TOKENS 8    /* lanes of a 256-bit int32 vector */
-#define COLIBRI_PANEL_BLOCKS 16   /* blocks per chunk: a 4 KiB panel of quants */
+#define COLIBRI_PANEL_TOKENS 16   /* lanes of a 512-bit int32 vector */
+#define COLIBRI_PANEL_BLOCKS 16   /* blocks per chunk: an 8 KiB panel of quants */
 
 typedef struct colibri_panel {
     int8_t qs[COLIBRI_PANEL_BLOCKS][8][COLIBRI_PANEL_TOKENS][4];  /* qs: [block, group, token, byte] */
@@ -57,74 +57,74 @@ static void colibri_panel_fill(colibri_panel *p, const char *x, int64_t x_stride
     }
 }
 
-/* ISUM(wb, p, b): the 8 tokens' exact int32 dots with weight block wb, in two
+/* ISUM(wb, p, b): the 16 tokens' exact int32 dots with weight block wb, in two
  * independent chains of 4 vpdpbusd (their latency, not their count, bounds a
  * block) joined by one exact integer add. */
-static inline __m256i colibri_panel_isum_q8_0(const colibri_block_q8_0 *wb, const colibri_panel *p, int64_t b) {
-    __m256i lo = _mm256_loadu_si256((const __m256i *)p->start[b]), hi = _mm256_setzero_si256();
-    __m256i flip = _mm256_set1_epi8((char)0x80);   /* w ^ 0x80 = w + 128 as uint8 */
+static inline __m512i colibri_panel_isum_q8_0(const colibri_block_q8_0 *wb, const colibri_panel *p, int64_t b) {
+    __m512i lo = _mm512_loadu_si512((const void *)p->start[b]), hi = _mm512_setzero_si512();
+    __m512i flip = _mm512_set1_epi8((char)0x80);   /* w ^ 0x80 = w + 128 as uint8 */
     for (int g = 0; g < 4; g++) {
         int32_t w_lo, w_hi;
         memcpy(&w_lo, wb->qs + 4 * g, sizeof w_lo);
         memcpy(&w_hi, wb->qs + 16 + 4 * g, sizeof w_hi);
-        lo = _mm256_dpbusd_epi32(lo, _mm256_xor_si256(_mm256_set1_epi32(w_lo), flip),
-                                 _mm256_loadu_si256((const __m256i *)p->qs[b][g]));
-        hi = _mm256_dpbusd_epi32(hi, _mm256_xor_si256(_mm256_set1_epi32(w_hi), flip),
-                                 _mm256_loadu_si256((const __m256i *)p->qs[b][g + 4]));
+        lo = _mm512_dpbusd_epi32(lo, _mm512_xor_si512(_mm512_set1_epi32(w_lo), flip),
+                                 _mm512_loadu_si512((const void *)p->qs[b][g]));
+        hi = _mm512_dpbusd_epi32(hi, _mm512_xor_si512(_mm512_set1_epi32(w_hi), flip),
+                                 _mm512_loadu_si512((const void *)p->qs[b][g + 4]));
     }
-    return _mm256_add_epi32(lo, hi);
+    return _mm512_add_epi32(lo, hi);
 }
 
 /* Q4_0 / Q4_1: group g < 4 is the low nibbles of qs[4g..4g+3], group g + 4
  * their high nibbles; one chain each, joined as above. */
-static inline __m256i colibri_panel_nibbles(const uint8_t *qs, const colibri_panel *p, int64_t b, __m256i lo) {
-    __m256i mask = _mm256_set1_epi8(0x0f), hi = _mm256_setzero_si256();
+static inline __m512i colibri_panel_nibbles(const uint8_t *qs, const colibri_panel *p, int64_t b, __m512i lo) {
+    __m512i mask = _mm512_set1_epi8(0x0f), hi = _mm512_setzero_si512();
     for (int g = 0; g < 4; g++) {
         int32_t word;
         memcpy(&word, qs + 4 * g, sizeof word);
-        __m256i wv = _mm256_set1_epi32(word);
-        lo = _mm256_dpbusd_epi32(lo, _mm256_and_si256(wv, mask), _mm256_loadu_si256((const __m256i *)p->qs[b][g]));
-        hi = _mm256_dpbusd_epi32(hi, _mm256_and_si256(_mm256_srli_epi16(wv, 4), mask),
-                                 _mm256_loadu_si256((const __m256i *)p->qs[b][g + 4]));
+        __m512i wv = _mm512_set1_epi32(word);
+        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(wv, mask), _mm512_loadu_si512((const void *)p->qs[b][g]));
+        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(wv, 4), mask),
+                                 _mm512_loadu_si512((const void *)p->qs[b][g + 4]));
     }
-    return _mm256_add_epi32(lo, hi);
+    return _mm512_add_epi32(lo, hi);
 }
 
-static inline __m256i colibri_panel_isum_q4_0(const colibri_block_q4_0 *wb, const colibri_panel *p, int64_t b) {
-    return colibri_panel_nibbles(wb->qs, p, b, _mm256_loadu_si256((const __m256i *)p->start[b]));
+static inline __m512i colibri_panel_isum_q4_0(const colibri_block_q4_0 *wb, const colibri_panel *p, int64_t b) {
+    return colibri_panel_nibbles(wb->qs, p, b, _mm512_loadu_si512((const void *)p->start[b]));
 }
 
-static inline __m256i colibri_panel_isum_q4_1(const colibri_block_q4_1 *wb, const colibri_panel *p, int64_t b) {
-    return colibri_panel_nibbles(wb->qs, p, b, _mm256_setzero_si256());
+static inline __m512i colibri_panel_isum_q4_1(const colibri_block_q4_1 *wb, const colibri_panel *p, int64_t b) {
+    return colibri_panel_nibbles(wb->qs, p, b, _mm512_setzero_si512());
 }
 
 /* v + m_w * s_a per token for Q4_1; v for the others. */
 #define COLIBRI_PANEL_NO_OFFSET(v, wb, p, b) (v)
 #define COLIBRI_PANEL_Q4_1_OFFSET(v, wb, p, b) \
-    _mm256_add_ps((v), _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss((wb)->m)), _mm256_loadu_ps((p)->s[b])))
+    _mm512_add_ps((v), _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss((wb)->m)), _mm512_loadu_ps((p)->s[b])))
 
-/* The 8 running sums of row r, tokens t0.. (kt real ones): 0 at the first
+/* The 16 running sums of row r, tokens t0.. (kt real ones): 0 at the first
  * chunk, else what the previous chunk left in y. */
-static inline __m256 colibri_panel_sums_load(const float *y, int64_t y_stride, int64_t t0, int64_t kt, int64_t r,
+static inline __m512 colibri_panel_sums_load(const float *y, int64_t y_stride, int64_t t0, int64_t kt, int64_t r,
                                              int first) {
-    float sums[COLIBRI_PANEL_TOKENS] = {0};   /* sums: [8] per token */
+    float sums[COLIBRI_PANEL_TOKENS] = {0};   /* sums: [16] per token */
     for (int64_t j = 0; j < kt && !first; j++) sums[j] = y[(t0 + j) * y_stride + r];
-    return _mm256_loadu_ps(sums);
+    return _mm512_loadu_ps(sums);
 }
 
-static inline void colibri_panel_sums_store(__m256 acc, float *y, int64_t y_stride, int64_t t0, int64_t kt,
+static inline void colibri_panel_sums_store(__m512 acc, float *y, int64_t y_stride, int64_t t0, int64_t kt,
                                             int64_t r) {
-    float sums[COLIBRI_PANEL_TOKENS];   /* sums: [8] per token */
-    _mm256_storeu_ps(sums, acc);
+    float sums[COLIBRI_PANEL_TOKENS];   /* sums: [16] per token */
+    _mm512_storeu_ps(sums, acc);
     for (int64_t j = 0; j < kt; j++) y[(t0 + j) * y_stride + r] = sums[j];
 }
 
 /* acc += the reference's float step for weight block wb against the panel's block b. */
 #define COLIBRI_PANEL_STEP(acc, wb, ISUM, OFFSET)                                                   \
     do {                                                                                            \
-        __m256 scale_ = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss((wb)->d)), _mm256_loadu_ps(panel.d[b])); \
-        __m256 v_ = _mm256_mul_ps(_mm256_cvtepi32_ps(ISUM((wb), &panel, b)), scale_);              \
-        acc = _mm256_add_ps(acc, OFFSET(v_, (wb), &panel, b));                                      \
+        __m512 scale_ = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss((wb)->d)), _mm512_loadu_ps(panel.d[b])); \
+        __m512 v_ = _mm512_mul_ps(_mm512_cvtepi32_ps(ISUM((wb), &panel, b)), scale_);              \
+        acc = _mm512_add_ps(acc, OFFSET(v_, (wb), &panel, b));                                      \
     } while (0)
 
 /* NAME: a colibri_gemm_fn for weights of WBLOCK; HAS_S: the activation is
@@ -144,8 +144,8 @@ static inline void colibri_panel_sums_store(__m256 acc, float *y, int64_t y_stri
                     int64_t r2 = r + 1 < rows ? r + 1 : r;                                          \
                     const WBLOCK *w0 = (const WBLOCK *)((const char *)w + r * w_stride) + b0;       \
                     const WBLOCK *w1 = (const WBLOCK *)((const char *)w + r2 * w_stride) + b0;      \
-                    __m256 acc0 = colibri_panel_sums_load(y, y_stride, t0, kt, r, b0 == 0);         \
-                    __m256 acc1 = colibri_panel_sums_load(y, y_stride, t0, kt, r2, b0 == 0);        \
+                    __m512 acc0 = colibri_panel_sums_load(y, y_stride, t0, kt, r, b0 == 0);         \
+                    __m512 acc1 = colibri_panel_sums_load(y, y_stride, t0, kt, r2, b0 == 0);        \
                     for (int64_t b = 0; b < nb; b++) {                                              \
                         COLIBRI_PANEL_STEP(acc0, &w0[b], ISUM, OFFSET);                             \
                         COLIBRI_PANEL_STEP(acc1, &w1[b], ISUM, OFFSET);                             \
