@@ -11,19 +11,25 @@
 
 /* ---- Q8_0 and Q8_1 ----------------------------------------------------------- */
 
-/* roundf(v) as int8 for v in [-127, 127] (always, for finite blocks); the
- * clamp and NaN → 0 only keep the conversion defined for non-finite input. */
+/* roundf(v) (halves away from zero) as int8, clamped to [-127, 127], NaN → 0,
+ * without a libm call: inside (-127.5, 127.5) v - trunc(v) is exact, so
+ * comparing that fraction with ±0.5 rounds exactly as roundf does. */
 static int8_t colibri_round_i8(float v) {
-    v = roundf(v);
-    if (v >= 127.0f) return 127;
-    if (v <= -127.0f) return -127;
-    return v == v ? (int8_t)v : 0;
+    if (!(v > -127.5f && v < 127.5f)) return v >= 127.0f ? 127 : (v <= -127.0f ? -127 : 0);
+    int32_t t = (int32_t)v;         /* truncation toward zero */
+    float frac = v - (float)t;      /* exact */
+    if (frac >= 0.5f) t++;
+    else if (frac <= -0.5f) t--;
+    return (int8_t)t;
 }
 
 /* Quantizes one block of 32 to qs; returns the f32 scale d = amax / 127. */
 static float colibri_q8_block(const float *x, int8_t *qs) {
     float amax = 0.0f;
-    for (int j = 0; j < COLIBRI_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < COLIBRI_QK; j++) {   /* fmaxf(amax, |x|) without the call: NaN keeps amax */
+        float ax = fabsf(x[j]);
+        amax = ax > amax ? ax : amax;
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < COLIBRI_QK; j++) qs[j] = colibri_round_i8(x[j] * id);
