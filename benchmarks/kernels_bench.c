@@ -37,6 +37,38 @@ static int bench_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* One kernel to time: dot_rows (tokens == 1) on each of `copies` matrices
+ * laid back to back, or gemm against `tokens` activation rows. */
+typedef struct bench_call {
+    const colibri_isa_table *isa;
+    int32_t dtype;
+    const char *w;               /* w: [copies, rows, cols] of the dtype */
+    int64_t row_bytes, copies, rows, cols;
+    const char *x;               /* x: [tokens, cols] in the activation type, x_bytes apart */
+    int64_t x_bytes, tokens;
+    float *y;                    /* y: [tokens, rows] */
+} bench_call;
+
+/* Median over RUNS of the seconds one matrix takes. */
+static double bench_median_seconds(const bench_call *c) {
+    double times[RUNS];
+    int64_t matrix_bytes = c->rows * c->row_bytes;
+    for (int run = 0; run < RUNS; run++) {
+        double t0 = bench_now();
+        for (int64_t k = 0; k < c->copies; k++) {
+            const char *w = c->w + k * matrix_bytes;
+            if (c->tokens == 1) {
+                c->isa->dot_rows[c->dtype](w, c->row_bytes, c->x, c->cols, c->rows, c->y);
+            } else {
+                c->isa->gemm[c->dtype](w, c->row_bytes, c->x, c->x_bytes, c->cols, c->rows, c->tokens, c->y, c->rows);
+            }
+        }
+        times[run] = (bench_now() - t0) / (double)c->copies;
+    }
+    qsort(times, RUNS, sizeof(double), bench_cmp);
+    return times[RUNS / 2];
+}
+
 int main(int argc, char **argv) {
     int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
     int64_t mib = argc > 3 ? atoll(argv[3]) : 2048;
@@ -65,20 +97,12 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
             if (!isa) continue;
-            double times[RUNS];
-            for (int run = 0; run < RUNS; run++) {
-                double t0 = bench_now();
-                for (int64_t c = 0; c < copies; c++) {
-                    isa->dot_rows[dtype](w + c * matrix_bytes, row_bytes, xq, cols, rows, y);
-                }
-                times[run] = (bench_now() - t0) / (double)copies;   /* per matrix */
-            }
-            qsort(times, RUNS, sizeof(double), bench_cmp);
-            double gbs = (double)(rows * row_bytes) / times[RUNS / 2] / 1e9;
-            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gbs, times[RUNS / 2] * 1e3);
+            bench_call call = {isa, dtype, w, row_bytes, copies, rows, cols, xq, 0, 1, y};
+            double seconds = bench_median_seconds(&call);
+            double gbs = (double)(rows * row_bytes) / seconds / 1e9;
+            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gbs, seconds * 1e3);
             printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"gb_per_s\": %.3f, "
-                   "\"median_ms\": %.4f}\n", isa->name, t->name, (long long)rows, (long long)cols, gbs,
-                   times[RUNS / 2] * 1e3);
+                   "\"median_ms\": %.4f}\n", isa->name, t->name, (long long)rows, (long long)cols, gbs, seconds * 1e3);
         }
     }
     /* gemm: xs: [GEMM_TOKENS] copies of the activation row, ys: [GEMM_TOKENS, g_rows] */
@@ -96,15 +120,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
             if (!isa) continue;
-            double times[RUNS];
-            for (int run = 0; run < RUNS; run++) {
-                double t0 = bench_now();
-                isa->gemm[dtype](w, row_bytes, xs, x_bytes, cols, g_rows, GEMM_TOKENS, ys, g_rows);
-                times[run] = bench_now() - t0;
-            }
-            qsort(times, RUNS, sizeof(double), bench_cmp);
-            double gmacs = (double)(g_rows * cols * GEMM_TOKENS) / times[RUNS / 2] / 1e9;
-            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gmacs, times[RUNS / 2] * 1e3);
+            bench_call call = {isa, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, GEMM_TOKENS, ys};
+            double seconds = bench_median_seconds(&call);
+            double gmacs = (double)(g_rows * cols * GEMM_TOKENS) / seconds / 1e9;
+            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gmacs, seconds * 1e3);
             printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"kernel\": \"gemm\", \"rows\": %lld, \"cols\": %lld, "
                    "\"tokens\": %d, \"gmac_per_s\": %.3f}\n", isa->name, t->name, (long long)g_rows, (long long)cols,
                    GEMM_TOKENS, gmacs);

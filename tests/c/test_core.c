@@ -325,10 +325,20 @@ static void test_threads_and_batching(int32_t dtype) {
 /* A block-type model (block-type embeddings too) against its twin: the same
  * weights dequantized to F32. They differ only by the per-block Q8_0 / Q8_1
  * quantization of the matmul activations, so the logits agree to NMSE <= max_nmse. */
-static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
-    float logits[2][6 * 64];
+/* Builds tm, runs the 6-token prompt with 2 threads and frees it; logits:
+ * [6, V] every position's logits. */
+static void test_prompt_logits(test_model *tm, float *logits) {
     int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
     int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    CHECK(test_build(tm, 1) == 0, "build: %s", colibri_last_error());
+    colibri_context *ctx = colibri_context_create(tm->m, 16, 1, 8, 2);
+    CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits) == 0, "forward: %s", colibri_last_error());
+    colibri_context_free(ctx);
+    test_free(tm);
+}
+
+static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
+    float logits[2][6 * 64];
     for (int twin = 0; twin < 2; twin++) {
         test_model tm;
         test_config(&tm, dtype);
@@ -337,11 +347,7 @@ static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
             tm.dtype = COLIBRI_DTYPE_F32;
             tm.round_through = dtype;
         }
-        CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
-        colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 2);
-        CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits[twin]) == 0, "forward: %s", colibri_last_error());
-        colibri_context_free(ctx);
-        test_free(&tm);
+        test_prompt_logits(&tm, logits[twin]);
     }
     double err = 0.0, ref = 0.0;
     for (int i = 0; i < 6 * 50; i++) {
@@ -360,17 +366,11 @@ static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
  * matmul epilogue). F16 up weights widen exactly, so logits agree bitwise. */
 static void test_mixed_gate_up(void) {
     float logits[2][6 * 50];
-    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
-    int8_t want[6] = {1, 1, 1, 1, 1, 1};
     for (int twin = 0; twin < 2; twin++) {
         test_model tm;
         test_config(&tm, COLIBRI_DTYPE_F32);
         tm.up_f16 = twin + 1;
-        CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
-        colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 2);
-        CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits[twin]) == 0, "forward: %s", colibri_last_error());
-        colibri_context_free(ctx);
-        test_free(&tm);
+        test_prompt_logits(&tm, logits[twin]);
     }
     CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0, "F16 up (unfused) vs F32 up (fused): bitwise");
 }
