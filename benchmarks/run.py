@@ -65,6 +65,18 @@ def warm(path: Path) -> None:
                 pass
 
 
+def drop_page_cache() -> None:
+    """Write back and drop the page cache (root only), so that every model file is read in
+    afresh by warm(): pages cached since a file was written can be small folios, mapped 4 KiB at
+    a time, while a fresh read brings large folios that map as 2 MiB pages (this VM, Linux 6.18:
+    decode 15-20% faster for every engine that reads weights through mmap)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--drop-caches: cannot write /proc/sys/vm/drop_caches ({exc}); run as root or without it")
+
+
 # ---- one measurement --------------------------------------------------------------------
 def _last_json(command: list[str], timeout: float) -> dict:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -158,6 +170,8 @@ def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int
     s = models.shape(shape_name)
     fits, bf16_gb = transformers_fits(s, args.transformers_max_gb)
     paths = models.ensure(args.models, shape_name, hf=fits)
+    if args.drop_caches:   # after writing any model, whose pages would stay cached as written
+        drop_page_cache()
     prompt, gen = (32, 4) if args.quick else RUN_LENGTHS[shape_name]
     bytes_per_token: dict[str, int] = {}          # from Colibri's run on the same file
     system_info = ""
@@ -199,6 +213,8 @@ def main() -> None:
                    help="run transformers only when the bf16 weights are at most this big")
     p.add_argument("--quick", action="store_true", help="a pipeline check: 32-token prompt, 4 tokens, 1 round")
     p.add_argument("--out", type=Path, default=Path("/work/bench_models/results.json"))
+    p.add_argument("--drop-caches", action="store_true",
+                   help="drop the page cache first (root), so model files are read afresh (see drop_page_cache)")
     args = p.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     if args.quick:
