@@ -211,4 +211,22 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16",
         native.write_native(dst, config, slots, weight, metadata, bar)
     finally:
         close()
+    _drop_written_pages(dst)
     return Path(dst)
+
+
+def _drop_written_pages(path: str | os.PathLike) -> None:
+    """Write the new file back and drop its pages from the page cache (best effort), so the first
+    load reads it afresh. Pages cached by writing are 4 KiB folios, mapped 4 KiB at a time, while
+    a fresh read brings large folios that map as 2 MiB pages: on Linux 6.18 the same OLMoE q4_0
+    file decoded 27% faster read afresh than just written (BENCHMARKS.md)."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass   # a file system without fsync/fadvise: nothing to gain, nothing lost
+    finally:
+        os.close(fd)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
+from .mapping import map_weights
 
 __all__ = ["GGMLType", "GGML_TYPES", "GGUFTensor", "GGUFFile"]
 
@@ -441,7 +442,7 @@ def _map_read_only(path: str) -> mmap.mmap:
         with open(path, "rb") as file:
             if os.fstat(file.fileno()).st_size == 0:
                 raise ModelError(f"{path}: empty file (not a GGUF file)")
-            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+            return map_weights(file.fileno())
     except OSError as exc:
         raise ModelError(f"{path}: cannot open: {exc.strerror or exc}") from None
 

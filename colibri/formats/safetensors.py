@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
+from .mapping import map_weights
 
 MAX_HEADER_BYTES = 100_000_000   # the safetensors crate's cap (MAX_HEADER_SIZE)
 MAX_RANK = 8
@@ -259,7 +260,7 @@ def _map_file(path: str) -> mmap.mmap:
             raise ModelError(f"{path}: {info.st_size} bytes, too small for a safetensors file "
                              "(expected at least the 8-byte header length)")
         with open(path, "rb") as f:
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return map_weights(f.fileno())
     except OSError as e:
         raise ModelError(f"{path}: cannot open ({e.strerror or e})") from None
 
