@@ -98,11 +98,11 @@ static void colibri_quantize_task_run(void *arg, int32_t ti, int32_t nt) {
     for (int32_t i = 0; i < task->n_xq_jobs && first < hi; i++) {
         const colibri_matmul_job *job = &task->jobs[task->xq_jobs[i]];
         int32_t act_type = colibri_type_traits_of(job->w->dtype)->act_type;
-        const colibri_type_traits *act = colibri_type_traits_of(act_type);
+        colibri_quantize_fn quantize = colibri_isa_quantizer(colibri_isa_active(), act_type);
         int64_t cols = job->w->cols, row_bytes = colibri_row_bytes(act_type, cols);
         char *xq = (char *)task->job_xq[task->xq_jobs[i]];   /* xq: [n, cols] in the activation type */
         for (int64_t t = lo > first ? lo - first : 0; t < job->n && first + t < hi; t++) {
-            act->from_f32(job->x + t * job->x_stride, xq + t * row_bytes, cols);
+            quantize(job->x + t * job->x_stride, xq + t * row_bytes, cols);
         }
         first += job->n;
     }

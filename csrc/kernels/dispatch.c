@@ -50,7 +50,15 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1,
     },
+    colibri_quantize_row_q8_0,
+    colibri_quantize_row_q8_1,
 };
+
+colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {
+    if (act == COLIBRI_DTYPE_Q8_0) return isa->quantize_q8_0;
+    if (act == COLIBRI_TYPE_Q8_1) return isa->quantize_q8_1;
+    return NULL;
+}
 
 /* ---- the choice ------------------------------------------------------------- */
 

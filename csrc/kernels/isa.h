@@ -39,12 +39,21 @@ typedef void (*colibri_dot_rows_fn)(const void *w, int64_t w_stride, const void 
 typedef void (*colibri_gemm_fn)(const void *w, int64_t w_stride, const void *x, int64_t x_stride,
                                 int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 
+/* x: [n] f32 (n a multiple of 32) → dst: [n/32] activation blocks, bitwise
+ * the reference quantizer of that block type (quant.h). */
+typedef void (*colibri_quantize_fn)(const float *x, void *dst, int64_t n);
+
 typedef struct colibri_isa_table {
     const char *name;                                 /* "scalar", "avx2", "avx512", "neon" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
+    colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
+    colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
 } colibri_isa_table;
+
+/* The table's quantizer of activation type act (Q8_0 or Q8_1); NULL for others. */
+colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act);
 
 /* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
 extern const colibri_isa_table colibri_isa_scalar;
@@ -155,6 +164,10 @@ void colibri_dot_rows_bf16_avx2(const void *w, int64_t w_stride, const void *x, 
 void colibri_dot_rows_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_1_avx512(const float *x, void *dst, int64_t n);
 void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);

@@ -12,7 +12,10 @@
  *     UNquantized activations: NMSE <= 5e-4;
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..17 tokens, odd row counts, wide
- *     weight / activation / output strides.
+ *     weight / activation / output strides;
+ *   - the activation quantizers (Q8_0, Q8_1): every byte equal to the
+ *     reference's, on random rows of several magnitudes and on blocks of
+ *     exact halves, values beyond ±127·d, zeros, denormals, ±inf and NaN.
  * Prints "N passed, M failed"; exit 1 on failure.
  */
 #include <math.h>
@@ -220,6 +223,54 @@ static void test_gemm(const colibri_isa_table *isa) {
     }
 }
 
+/* Fills x: [n] with block kind (i % 8) of block i: random at scales 1e-30..1e30,
+ * exact multiples of d/2 (ties), all zero, denormals, one ±inf, NaNs among values,
+ * one huge value among small ones. */
+static void test_quantize_input(float *x, int64_t n) {
+    static const float scales[] = {1e-30f, 1e-3f, 1.0f, 7.0f, 1e30f};
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        float *b = x + i * COLIBRI_QK;   /* b: [32] */
+        for (int j = 0; j < COLIBRI_QK; j++) b[j] = test_rand(&rng) * scales[(i / 8) % 5];
+        switch (i % 8) {
+        case 1:   /* amax 127 → d 1: q = x exactly at the halves */
+            for (int j = 0; j < COLIBRI_QK; j++) b[j] = (float)((j * 37) % 255 - 127) / 2.0f;
+            b[0] = 127.0f;
+            break;
+        case 2: memset(b, 0, COLIBRI_QK * sizeof(float)); break;
+        case 3:
+            for (int j = 0; j < COLIBRI_QK; j++) b[j] = (float)(j - 16) * 1e-45f;
+            break;
+        case 4: b[i % COLIBRI_QK] = (i & 8) ? INFINITY : -INFINITY; break;
+        case 5:
+            b[3] = NAN;
+            b[17] = -NAN;
+            break;
+        case 6: b[i % COLIBRI_QK] = 3e38f; break;
+        default: break;
+        }
+    }
+}
+
+static void test_quantizers(const colibri_isa_table *isa) {
+    static const int64_t cols[] = {32, 64, 256, 2048};
+    static float x[MAX_COLS];   /* x: [n] */
+    static char want[MAX_COLS / COLIBRI_QK * 36], got[MAX_COLS / COLIBRI_QK * 36];
+    const int32_t acts[] = {COLIBRI_DTYPE_Q8_0, COLIBRI_TYPE_Q8_1};
+    for (int a = 0; a < 2; a++) {
+        const colibri_type_traits *t = colibri_type_traits_of(acts[a]);
+        colibri_quantize_fn quantize = colibri_isa_quantizer(isa, acts[a]);
+        for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {
+            int64_t n = cols[k], bytes = colibri_row_bytes(acts[a], n);
+            test_quantize_input(x, n);
+            t->from_f32(x, want, n);
+            memset(got, 0x5a, (size_t)bytes);
+            quantize(x, got, n);
+            CHECK(memcmp(want, got, (size_t)bytes) == 0, "%s quantize %s of %lld values: differs from the reference",
+                  isa->name, t->name, (long long)n);
+        }
+    }
+}
+
 int main(void) {
     int tested = 0;
     for (size_t i = 0; i < sizeof(isa_names) / sizeof(isa_names[0]); i++) {
@@ -231,6 +282,7 @@ int main(void) {
         test_bitwise_and_nmse(isa);
         test_integer_exact(isa);
         test_gemm(isa);
+        test_quantizers(isa);
         tested++;
     }
     test_integer_exact(&colibri_isa_scalar);

@@ -1,5 +1,6 @@
 /* arm_neon/isa.c — the NEON (AArch64 Advanced SIMD) kernel table. */
 #include "../isa.h"
+#include "../quant.h"
 
 const colibri_isa_table colibri_isa_neon = {
     "neon",
@@ -20,4 +21,6 @@ const colibri_isa_table colibri_isa_neon = {
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_neon,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_neon,
     },
+    colibri_quantize_row_q8_0,   /* the reference's: no NEON quantizer yet */
+    colibri_quantize_row_q8_1,
 };

@@ -20,4 +20,6 @@ const colibri_isa_table colibri_isa_avx2 = {
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_avx2,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_avx2,
     },
+    colibri_quantize_q8_0_avx2,
+    colibri_quantize_q8_1_avx2,
 };
