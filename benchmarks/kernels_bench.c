@@ -6,11 +6,11 @@
  * MIB MiB (default 2048, well past the last-level cache — 480 MiB on some
  * servers), so DRAM is read, not cache. Prints a table and one JSON line per
  * result: GB/s of weight bytes, median of 5 passes. Then the multi-token
- * kernels (gemm): the first GEMM_ROWS rows against GEMM_TOKENS activation
- * rows, in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
+ * kernels (gemm): the first GEMM_ROWS rows against TOKENS activation rows
+ * (default 64), in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
  * test.
  *
- *   build/kernels_bench [rows cols [MIB]]
+ *   build/kernels_bench [rows cols [MIB [TOKENS]]]
  */
 #define _POSIX_C_SOURCE 199309L   /* clock_gettime under -std=c99 */
 #include <stdio.h>
@@ -24,7 +24,6 @@
 
 #define RUNS 5
 #define GEMM_ROWS 512
-#define GEMM_TOKENS 64
 
 static double bench_now(void) {
     struct timespec ts;
@@ -72,9 +71,11 @@ static double bench_median_seconds(const bench_call *c) {
 int main(int argc, char **argv) {
     int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
     int64_t mib = argc > 3 ? atoll(argv[3]) : 2048;
+    int64_t gemm_tokens = argc > 4 ? atoll(argv[4]) : 64;
     if (rows <= 0 || cols <= 0 || cols % 32 != 0 || rows > (1 << 20) || cols > (1 << 20) || mib <= 0 ||
-        mib > (1 << 16)) {
-        fprintf(stderr, "usage: kernels_bench [rows cols [MIB]] (cols a multiple of 32, MIB <= 65536)\n");
+        mib > (1 << 16) || gemm_tokens <= 0 || gemm_tokens > 4096) {
+        fprintf(stderr, "usage: kernels_bench [rows cols [MIB [TOKENS]]] (cols a multiple of 32, MIB <= 65536, "
+                        "TOKENS <= 4096)\n");
         return 2;
     }
     int64_t pool_bytes = mib << 20;
@@ -105,28 +106,28 @@ int main(int argc, char **argv) {
                    "\"median_ms\": %.4f}\n", isa->name, t->name, (long long)rows, (long long)cols, gbs, seconds * 1e3);
         }
     }
-    /* gemm: xs: [GEMM_TOKENS] copies of the activation row, ys: [GEMM_TOKENS, g_rows] */
+    /* gemm: xs: [gemm_tokens] copies of the activation row, ys: [gemm_tokens, g_rows] */
     int64_t g_rows = rows < GEMM_ROWS ? rows : GEMM_ROWS;
-    char *xs = malloc((size_t)(GEMM_TOKENS * cols * 4));
-    float *ys = malloc((size_t)(GEMM_TOKENS * g_rows) * sizeof(float));
+    char *xs = malloc((size_t)(gemm_tokens * cols * 4));
+    float *ys = malloc((size_t)(gemm_tokens * g_rows) * sizeof(float));
     if (!xs || !ys) return 1;
     printf("\n%-7s %-5s %8s %8s   (gemm: %lld rows x %d tokens)\n", "isa", "dtype", "GMAC/s", "ms",
-           (long long)g_rows, GEMM_TOKENS);
+           (long long)g_rows, (int)gemm_tokens);
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
         int64_t row_bytes = colibri_row_bytes(dtype, cols), x_bytes = colibri_row_bytes(t->act_type, cols);
         for (int64_t r = 0; r < g_rows; r++) t->from_f32(src, w + r * row_bytes, cols);
-        for (int64_t k = 0; k < GEMM_TOKENS; k++) colibri_type_traits_of(t->act_type)->from_f32(src, xs + k * x_bytes, cols);
+        for (int64_t k = 0; k < gemm_tokens; k++) colibri_type_traits_of(t->act_type)->from_f32(src, xs + k * x_bytes, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
             if (!isa) continue;
-            bench_call call = {isa, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, GEMM_TOKENS, ys};
+            bench_call call = {isa, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, gemm_tokens, ys};
             double seconds = bench_median_seconds(&call);
-            double gmacs = (double)(g_rows * cols * GEMM_TOKENS) / seconds / 1e9;
+            double gmacs = (double)(g_rows * cols * gemm_tokens) / seconds / 1e9;
             printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gmacs, seconds * 1e3);
             printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"kernel\": \"gemm\", \"rows\": %lld, \"cols\": %lld, "
                    "\"tokens\": %d, \"gmac_per_s\": %.3f}\n", isa->name, t->name, (long long)g_rows, (long long)cols,
-                   GEMM_TOKENS, gmacs);
+                   (int)gemm_tokens, gmacs);
         }
     }
     free(src), free(y), free(w), free(xq), free(xs), free(ys);

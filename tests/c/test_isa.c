@@ -11,7 +11,7 @@
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
  *     UNquantized activations: NMSE <= 5e-4;
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
- *     bitwise the reference vec_dot, for 1..17 tokens, odd row counts, wide
+ *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
  *   - the activation quantizers (Q8_0, Q8_1): every byte equal to the
  *     reference's, on random rows of several magnitudes and on blocks of
@@ -176,7 +176,7 @@ static void test_integer_exact(const colibri_isa_table *isa) {
  * (token, row); x rows and y rows wider than needed, y's padding untouched. */
 static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t rows, int64_t cols,
                             int64_t tokens) {
-    enum { MAX_TOK = 17, Y_PAD = 3 };
+    enum { MAX_TOK = 130, Y_PAD = 3 };
     static char w[MAX_ROWS * (MAX_COLS * 4 + PAD)];      /* w: [rows] rows of w_stride bytes */
     static float wf[MAX_ROWS * MAX_COLS];                /* wf: [rows, cols] dequantized (unused) */
     static float x[MAX_COLS];                            /* x: [cols] one token's f32 row */
@@ -208,13 +208,13 @@ static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t
 
 static void test_gemm(const colibri_isa_table *isa) {
     static const int64_t rows[] = {1, 3, 4, 5, 13, 67};
-    static const int64_t tokens[] = {1, 2, 3, 4, 5, 8, 9, 16, 17};
+    static const int64_t tokens[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 67, 130};
     static const int64_t gemm_float_cols[] = {7, 16, 33, 100};
-    static const int64_t gemm_block_cols[] = {32, 96, 1024};
+    static const int64_t gemm_block_cols[] = {32, 96, 1024, 2016};
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         int block = colibri_type_traits_of(dtype)->block_elems > 1;
         const int64_t *cols = block ? gemm_block_cols : gemm_float_cols;
-        int64_t n_cols = block ? 3 : 4;
+        int64_t n_cols = 4;
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
             for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
                 for (int64_t j = 0; j < n_cols; j++) test_gemm_shape(isa, dtype, rows[i], cols[j], tokens[k]);

@@ -1,165 +1,215 @@
 /*
  * x86_avx512/gemm_quant.c — the multi-token kernels (gemm) of the block types
- * with AVX-512 VNNI, free of horizontal sums.
+ * with AVX-512 VNNI: weight rows in the vector lanes, tokens broadcast, free
+ * of horizontal sums.
  *
- * 16 tokens' quantized activation rows are first repacked, a chunk of blocks
- * at a time, into a panel on the stack whose 512-bit vector (block b, group g)
- * holds bytes 4g..4g+3 of block b of each of the 16 tokens. A weight row's 4
- * bytes of that group are broadcast to every lane, and vpdpbusd adds to lane t
- * token t's 4 products: after the block's 8 groups lane t holds the block's
- * exact int32 dot for token t (signed weights offset to unsigned, the offset's
- * correction -c·sum(a) precomputed per token and block as the start value, as
- * in dot_quant.c). The reference's float step follows lane by lane:
- *   acc_t += (float)isum_t * (d_w * d_a_t)   [+ m_w * s_a_t for Q4_1]
+ * For a group of 16 weight rows and a chunk of blocks, the weights are
+ * transposed once into a row panel: vector (block b, group g) holds bytes
+ * 4g..4g+3 of block b of each of the 16 rows, as unsigned bytes (Q8_0: w ^
+ * 0x80 = w + 128; Q4_0 / Q4_1: the nibbles, low ones for groups 0..3, high
+ * ones for 4..7), and the rows' f16 scales (and Q4_1 mins) widened. Then 8
+ * tokens at a time, their 16-row accumulators held in registers: token t's 4
+ * activation bytes of group g are broadcast and vpdpbusd adds each row's 4
+ * products to its lane; after the block's 8 groups lane r holds the block's
+ * exact int32 dot, started from the token's -c·sum(a) correction of the
+ * weight offset c (precomputed per token and block for the chunk, as is its
+ * f32 scale). The reference's float step then runs lane by lane:
+ *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * s_a for Q4_1]
  * blocks in order, so every y[t, r] is bitwise the reference dot
- * (quant_dot.c). Between chunks a row's 8 running sums rest in y (a float
- * store and load are exact). Tokens past the last one repeat it; their lanes
- * are dropped.
+ * (quant_dot.c). Between block chunks a row's running sums rest in y (a
+ * float store and load are exact). Rows past the last real one repeat it and
+ * tokens past the last one repeat it; their results are dropped.
+ *
+ * The row panel is amortized over every token of the chunk (up to 64): per
+ * token and block the work is 8 vpdpbusd and 4 float operations for 16 rows.
+ * (The kernel before this one broadcast the weights against a panel of 16
+ * tokens' activations; it paid 8 weight-unpacking operations per row and
+ * block and idled lanes below 16 tokens: 2-3 times slower from 2 tokens on.)
  */
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../isa.h"
 #include "../quant.h"
 
-#define COLIBRI_PANEL_TOKENS 16   /* lanes of a 512-bit int32 vector */
-#define COLIBRI_PANEL_BLOCKS 16   /* blocks per chunk: an 8 KiB panel of quants */
+#define COLIBRI_RP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
+#define COLIBRI_RP_TILE 8      /* tokens whose accumulators stay in registers */
+#define COLIBRI_RP_TOKENS 64   /* tokens per chunk: the row panel's reuse */
+#define COLIBRI_RP_BLOCKS 32   /* blocks per chunk: a 16 KiB row panel of quants */
 
-typedef struct colibri_panel {
-    int8_t qs[COLIBRI_PANEL_BLOCKS][8][COLIBRI_PANEL_TOKENS][4];  /* qs: [block, group, token, byte] */
-    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];           /* d: [block, token] activation scale */
-    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];           /* s: [block, token] Q8_1 s (Q4_1 only) */
-    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];     /* start: [block, token] -c·sum(a) */
-} colibri_panel;
+typedef struct colibri_row_panel {
+    __m512i qs[COLIBRI_RP_BLOCKS][8];   /* qs: [block, group] 16 rows' 4 unsigned weight bytes */
+    __m512 d[COLIBRI_RP_BLOCKS];        /* d: [block] 16 rows' scales */
+    __m512 m[COLIBRI_RP_BLOCKS];        /* m: [block] 16 rows' mins (Q4_1) */
+} colibri_row_panel;
 
-/* Fills the panel with blocks [b0, b0 + nb) of tokens t0.. (kt real ones)
- * from activation rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks. c: the
- * weight offset whose correction -c·sum(a) each start holds. */
-static void colibri_panel_fill(colibri_panel *p, const char *x, int64_t x_stride, int64_t t0, int64_t kt,
-                               int64_t b0, int64_t nb, int has_s, int32_t c) {
+typedef struct colibri_token_side {
+    float d[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS];       /* d: [block, token] activation scales */
+    float s[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS];       /* s: [block, token] Q8_1 s (Q4_1 only) */
+    int32_t start[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS]; /* start: [block, token] -c·sum(a) */
+} colibri_token_side;
+
+/* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
+ * [b0, b0 + nb): rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks. */
+static void colibri_token_side_fill(colibri_token_side *side, const char *x, int64_t x_stride, int64_t t0,
+                                    int64_t nt, int64_t kt, int64_t b0, int64_t nb, int has_s, int32_t c) {
     int64_t block_bytes = has_s ? (int64_t)sizeof(colibri_block_q8_1) : (int64_t)sizeof(colibri_block_q8_0);
-    for (int64_t j = 0; j < COLIBRI_PANEL_TOKENS; j++) {
+    int64_t qs_offset = has_s ? 4 : 2;
+    __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t j = 0; j < nt; j++) {
         const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;   /* row: [n/32] blocks */
         for (int64_t b = 0; b < nb; b++) {
             const char *blk = row + (b0 + b) * block_bytes;
-            const int8_t *qs = has_s ? ((const colibri_block_q8_1 *)blk)->qs : ((const colibri_block_q8_0 *)blk)->qs;
-            int32_t sum = 0;
-            for (int g = 0; g < 8; g++) {
-                for (int k = 0; k < 4; k++) {
-                    p->qs[b][g][j][k] = qs[4 * g + k];
-                    sum += qs[4 * g + k];
-                }
-            }
-            p->d[b][j] = _cvtsh_ss(((const colibri_block_q8_0 *)blk)->d);   /* d comes first in both */
-            p->s[b][j] = has_s ? _cvtsh_ss(((const colibri_block_q8_1 *)blk)->s) : 0.0f;
-            p->start[b][j] = -c * sum;
+            /* sum(a) = sum(a + 128) - 4096, the biased bytes summed by vpsadbw */
+            __m256i biased = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + qs_offset)), flip);
+            __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());   /* 4 x int64 */
+            __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+            int32_t sum = (int32_t)(_mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1)) - 32 * 128;
+            uint16_t d, s;
+            memcpy(&d, blk, sizeof d);
+            memcpy(&s, blk + 2, sizeof s);
+            side->d[b][j] = _cvtsh_ss(d);
+            side->s[b][j] = has_s ? _cvtsh_ss(s) : 0.0f;
+            side->start[b][j] = -c * sum;
         }
     }
 }
 
-/* ISUM(wb, p, b): the 16 tokens' exact int32 dots with weight block wb, in two
- * independent chains of 4 vpdpbusd (their latency, not their count, bounds a
- * block) joined by one exact integer add. */
-static inline __m512i colibri_panel_isum_q8_0(const colibri_block_q8_0 *wb, const colibri_panel *p, int64_t b) {
-    __m512i lo = _mm512_loadu_si512((const void *)p->start[b]), hi = _mm512_setzero_si512();
-    __m512i flip = _mm512_set1_epi8((char)0x80);   /* w ^ 0x80 = w + 128 as uint8 */
+/* The row panel's gathering: block b of 16 rows (row r's at blk[r]) into
+ * 16-lane vectors by loads and in-register transposes (vpgatherdd measured
+ * about 20 cycles a vector here, 3-5 times slower). */
+
+/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. Rows
+ * k, k+4, k+8, k+12 fill the 128-bit lanes of z[k]; a 4x4 dword transpose
+ * inside each 128-bit lane then puts row 4i+k at dword 4i+k. */
+static inline void colibri_rp_transpose(const char *const blk[16], int64_t at, __m512i out[4]) {
+    __m512i z[4];   /* z: [k] rows k + 4i in 128-bit lane i */
+    for (int k = 0; k < 4; k++) {
+        z[k] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[k] + at)));
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 8] + at)), 2);
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 12] + at)), 3);
+    }
+    __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* Lane r: the first dword of blk[r] (d, and m above it for Q4_1). */
+static inline __m512i colibri_rp_heads(const char *const blk[16]) {
+    uint32_t head[COLIBRI_RP_ROWS];   /* head: [row] */
+    for (int r = 0; r < COLIBRI_RP_ROWS; r++) memcpy(&head[r], blk[r], sizeof head[r]);
+    return _mm512_loadu_si512((const void *)head);
+}
+
+/* Fills the panel's block b from the 16 rows' blocks at blk[r]. */
+static inline void colibri_rp_fill_q8_0(colibri_row_panel *p, int64_t b, const char *const blk[16]) {
+    __m512i flip = _mm512_set1_epi8((char)0x80);
+    p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(colibri_rp_heads(blk)));
+    colibri_rp_transpose(blk, 2, p->qs[b]);
+    colibri_rp_transpose(blk, 18, p->qs[b] + 4);
+    for (int g = 0; g < 8; g++) p->qs[b][g] = _mm512_xor_si512(p->qs[b][g], flip);
+}
+
+static inline void colibri_rp_nibbles(colibri_row_panel *p, int64_t b, const char *const blk[16], int64_t at) {
+    __m512i mask = _mm512_set1_epi8(0x0f);
+    colibri_rp_transpose(blk, at, p->qs[b]);
     for (int g = 0; g < 4; g++) {
-        int32_t w_lo, w_hi;
-        memcpy(&w_lo, wb->qs + 4 * g, sizeof w_lo);
-        memcpy(&w_hi, wb->qs + 16 + 4 * g, sizeof w_hi);
-        lo = _mm512_dpbusd_epi32(lo, _mm512_xor_si512(_mm512_set1_epi32(w_lo), flip),
-                                 _mm512_loadu_si512((const void *)p->qs[b][g]));
-        hi = _mm512_dpbusd_epi32(hi, _mm512_xor_si512(_mm512_set1_epi32(w_hi), flip),
-                                 _mm512_loadu_si512((const void *)p->qs[b][g + 4]));
+        p->qs[b][g + 4] = _mm512_and_si512(_mm512_srli_epi16(p->qs[b][g], 4), mask);
+        p->qs[b][g] = _mm512_and_si512(p->qs[b][g], mask);
     }
-    return _mm512_add_epi32(lo, hi);
 }
 
-/* Q4_0 / Q4_1: group g < 4 is the low nibbles of qs[4g..4g+3], group g + 4
- * their high nibbles; one chain each, joined as above. */
-static inline __m512i colibri_panel_nibbles(const uint8_t *qs, const colibri_panel *p, int64_t b, __m512i lo) {
-    __m512i mask = _mm512_set1_epi8(0x0f), hi = _mm512_setzero_si512();
-    for (int g = 0; g < 4; g++) {
-        int32_t word;
-        memcpy(&word, qs + 4 * g, sizeof word);
-        __m512i wv = _mm512_set1_epi32(word);
-        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(wv, mask), _mm512_loadu_si512((const void *)p->qs[b][g]));
-        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(wv, 4), mask),
-                                 _mm512_loadu_si512((const void *)p->qs[b][g + 4]));
-    }
-    return _mm512_add_epi32(lo, hi);
+static inline void colibri_rp_fill_q4_0(colibri_row_panel *p, int64_t b, const char *const blk[16]) {
+    p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(colibri_rp_heads(blk)));
+    colibri_rp_nibbles(p, b, blk, 2);
 }
 
-static inline __m512i colibri_panel_isum_q4_0(const colibri_block_q4_0 *wb, const colibri_panel *p, int64_t b) {
-    return colibri_panel_nibbles(wb->qs, p, b, _mm512_loadu_si512((const void *)p->start[b]));
+static inline void colibri_rp_fill_q4_1(colibri_row_panel *p, int64_t b, const char *const blk[16]) {
+    __m512i dm = colibri_rp_heads(blk);   /* d | m << 16 */
+    p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    p->m[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+    colibri_rp_nibbles(p, b, blk, 4);
 }
 
-static inline __m512i colibri_panel_isum_q4_1(const colibri_block_q4_1 *wb, const colibri_panel *p, int64_t b) {
-    return colibri_panel_nibbles(wb->qs, p, b, _mm512_setzero_si512());
-}
+/* The tile's and the block's loops unrolled, so that the accumulators live in
+ * registers (-O2 unrolls nothing by itself). */
+#define COLIBRI_RP_UNROLL _Pragma("GCC unroll 8")
 
-/* v + m_w * s_a per token for Q4_1; v for the others. */
-#define COLIBRI_PANEL_NO_OFFSET(v, wb, p, b) (v)
-#define COLIBRI_PANEL_Q4_1_OFFSET(v, wb, p, b) \
-    _mm512_add_ps((v), _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss((wb)->m)), _mm512_loadu_ps((p)->s[b])))
+/* v + m_w * s_a per row for Q4_1; v for the others. */
+#define COLIBRI_RP_NO_OFFSET(v, p, b, side, j) (v)
+#define COLIBRI_RP_Q4_1_OFFSET(v, p, b, side, j) \
+    _mm512_add_ps((v), _mm512_mul_ps((p)->m[b], _mm512_set1_ps((side)->s[b][j])))
 
-/* The 16 running sums of row r, tokens t0.. (kt real ones): 0 at the first
- * chunk, else what the previous chunk left in y. */
-static inline __m512 colibri_panel_sums_load(const float *y, int64_t y_stride, int64_t t0, int64_t kt, int64_t r,
-                                             int first) {
-    float sums[COLIBRI_PANEL_TOKENS] = {0};   /* sums: [16] per token */
-    for (int64_t j = 0; j < kt && !first; j++) sums[j] = y[(t0 + j) * y_stride + r];
-    return _mm512_loadu_ps(sums);
-}
-
-static inline void colibri_panel_sums_store(__m512 acc, float *y, int64_t y_stride, int64_t t0, int64_t kt,
-                                            int64_t r) {
-    float sums[COLIBRI_PANEL_TOKENS];   /* sums: [16] per token */
-    _mm512_storeu_ps(sums, acc);
-    for (int64_t j = 0; j < kt; j++) y[(t0 + j) * y_stride + r] = sums[j];
-}
-
-/* acc += the reference's float step for weight block wb against the panel's block b. */
-#define COLIBRI_PANEL_STEP(acc, wb, ISUM, OFFSET)                                                   \
-    do {                                                                                            \
-        __m512 scale_ = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss((wb)->d)), _mm512_loadu_ps(panel.d[b])); \
-        __m512 v_ = _mm512_mul_ps(_mm512_cvtepi32_ps(ISUM((wb), &panel, b)), scale_);              \
-        acc = _mm512_add_ps(acc, OFFSET(v_, (wb), &panel, b));                                      \
-    } while (0)
-
-/* NAME: a colibri_gemm_fn for weights of WBLOCK; HAS_S: the activation is
- * Q8_1; C: the weight offset ISUM's start corrects. Two rows at a time share
- * the panel's loads (a last odd row runs twice, one result kept). */
-#define COLIBRI_PANEL_GEMM(NAME, WBLOCK, HAS_S, C, ISUM, OFFSET)                                    \
-    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,          \
-              int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                            \
-        colibri_panel panel;                                                                        \
-        int64_t n_blocks = n / COLIBRI_QK;                                                          \
-        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                              \
-            int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;     \
-            for (int64_t b0 = 0; b0 < n_blocks; b0 += COLIBRI_PANEL_BLOCKS) {                       \
-                int64_t nb = n_blocks - b0 < COLIBRI_PANEL_BLOCKS ? n_blocks - b0 : COLIBRI_PANEL_BLOCKS; \
-                colibri_panel_fill(&panel, (const char *)x, x_stride, t0, kt, b0, nb, HAS_S, C);    \
-                for (int64_t r = 0; r < rows; r += 2) {                                             \
-                    int64_t r2 = r + 1 < rows ? r + 1 : r;                                          \
-                    const WBLOCK *w0 = (const WBLOCK *)((const char *)w + r * w_stride) + b0;       \
-                    const WBLOCK *w1 = (const WBLOCK *)((const char *)w + r2 * w_stride) + b0;      \
-                    __m512 acc0 = colibri_panel_sums_load(y, y_stride, t0, kt, r, b0 == 0);         \
-                    __m512 acc1 = colibri_panel_sums_load(y, y_stride, t0, kt, r2, b0 == 0);        \
-                    for (int64_t b = 0; b < nb; b++) {                                              \
-                        COLIBRI_PANEL_STEP(acc0, &w0[b], ISUM, OFFSET);                             \
-                        COLIBRI_PANEL_STEP(acc1, &w1[b], ISUM, OFFSET);                             \
-                    }                                                                               \
-                    colibri_panel_sums_store(acc0, y, y_stride, t0, kt, r);                         \
-                    if (r2 != r) colibri_panel_sums_store(acc1, y, y_stride, t0, kt, r2);           \
-                }                                                                                   \
-            }                                                                                       \
-        }                                                                                           \
+/* DECL: the row-panel gemm's storage class, type and name for weights of WBLOCK; HAS_S: the activation is
+ * Q8_1; C: the weight offset the starts correct; FILL: the row panel's block
+ * filler; OFFSET: the Q4_1 term. Same contract as colibri_gemm_fn. */
+#define COLIBRI_ROW_PANEL_GEMM(DECL, WBLOCK, HAS_S, C, FILL, OFFSET)                                   \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,  \
+              int64_t n_tok, float *y, int64_t y_stride) {                                                \
+        colibri_row_panel panel;                                                                          \
+        colibri_token_side side;                                                                          \
+        int64_t n_blocks = n / COLIBRI_QK, a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;              \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_RP_TOKENS) {                                       \
+            int64_t kt = n_tok - t0 < COLIBRI_RP_TOKENS ? n_tok - t0 : COLIBRI_RP_TOKENS;                 \
+            int64_t nt = (kt + COLIBRI_RP_TILE - 1) / COLIBRI_RP_TILE * COLIBRI_RP_TILE;                  \
+            for (int64_t b0 = 0; b0 < n_blocks; b0 += COLIBRI_RP_BLOCKS) {                                \
+                int64_t nb = n_blocks - b0 < COLIBRI_RP_BLOCKS ? n_blocks - b0 : COLIBRI_RP_BLOCKS;       \
+                colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, b0, nb, HAS_S, C);  \
+                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_RP_ROWS) {                                  \
+                    int64_t kr = rows - r0 < COLIBRI_RP_ROWS ? rows - r0 : COLIBRI_RP_ROWS;               \
+                    const char *blk[COLIBRI_RP_ROWS];   /* blk: [row] block b0 + b of the row */                  \
+                    for (int r = 0; r < COLIBRI_RP_ROWS; r++) {                                           \
+                        blk[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride + b0 * (int64_t)sizeof(WBLOCK); \
+                    }                                                                                     \
+                    for (int64_t b = 0; b < nb; b++) {                                                    \
+                        FILL(&panel, b, blk);                                                             \
+                        for (int r = 0; r < COLIBRI_RP_ROWS; r++) blk[r] += sizeof(WBLOCK);               \
+                    }                                                                                     \
+                    __mmask16 keep = (__mmask16)((1u << kr) - 1);                                        \
+                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_RP_TILE) {                                \
+                        const char *arow[COLIBRI_RP_TILE];   /* arow: the tile's activation rows */       \
+                        __m512 acc[COLIBRI_RP_TILE];         /* acc: [token] 16 rows' running sums */     \
+                        COLIBRI_RP_UNROLL                                                                 \
+                        for (int j = 0; j < COLIBRI_RP_TILE; j++) {                                       \
+                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                              \
+                            arow[j] = (const char *)x + t * x_stride + b0 * a_bytes + qs_at;              \
+                            acc[j] = b0 == 0 ? _mm512_setzero_ps()                                        \
+                                             : _mm512_maskz_loadu_ps(keep, y + t * y_stride + r0);        \
+                        }                                                                                 \
+                        for (int64_t b = 0; b < nb; b++) {                                                \
+                            COLIBRI_RP_UNROLL                                                             \
+                            for (int j = 0; j < COLIBRI_RP_TILE; j++) {                                   \
+                                const char *a = arow[j] + b * a_bytes;                                    \
+                                __m512i isum = _mm512_set1_epi32(side.start[b][j0 + j]);                  \
+                                COLIBRI_RP_UNROLL                                                         \
+                                for (int g = 0; g < 8; g++) {                                             \
+                                    int32_t word;                                                         \
+                                    memcpy(&word, a + 4 * g, sizeof word);                                \
+                                    isum = _mm512_dpbusd_epi32(isum, panel.qs[b][g], _mm512_set1_epi32(word)); \
+                                }                                                                         \
+                                __m512 scale = _mm512_mul_ps(panel.d[b], _mm512_set1_ps(side.d[b][j0 + j])); \
+                                __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale);                \
+                                acc[j] = _mm512_add_ps(acc[j], OFFSET(v, &panel, b, &side, j0 + j));      \
+                            }                                                                             \
+                        }                                                                                 \
+                        COLIBRI_RP_UNROLL                                                                 \
+                        for (int j = 0; j < COLIBRI_RP_TILE; j++) {                                       \
+                            if (j0 + j < kt) _mm512_mask_storeu_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                        }                                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
     }
 
-COLIBRI_PANEL_GEMM(colibri_gemm_q8_0_avx512, colibri_block_q8_0, 0, 128, colibri_panel_isum_q8_0,
-                   COLIBRI_PANEL_NO_OFFSET)
-COLIBRI_PANEL_GEMM(colibri_gemm_q4_0_avx512, colibri_block_q4_0, 0, 8, colibri_panel_isum_q4_0,
-                   COLIBRI_PANEL_NO_OFFSET)
-COLIBRI_PANEL_GEMM(colibri_gemm_q4_1_avx512, colibri_block_q4_1, 1, 0, colibri_panel_isum_q4_1,
-                   COLIBRI_PANEL_Q4_1_OFFSET)
+COLIBRI_ROW_PANEL_GEMM(void colibri_gemm_q8_0_avx512, colibri_block_q8_0, 0, 128, colibri_rp_fill_q8_0,
+                       COLIBRI_RP_NO_OFFSET)
+COLIBRI_ROW_PANEL_GEMM(void colibri_gemm_q4_0_avx512, colibri_block_q4_0, 0, 8, colibri_rp_fill_q4_0,
+                       COLIBRI_RP_NO_OFFSET)
+COLIBRI_ROW_PANEL_GEMM(void colibri_gemm_q4_1_avx512, colibri_block_q4_1, 1, 0, colibri_rp_fill_q4_1,
+                       COLIBRI_RP_Q4_1_OFFSET)
