@@ -61,9 +61,9 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     int64_t Q = (int64_t)hp->n_head * hd;
     float *scores = ctx->s.scores + (int64_t)ti * ctx->n_ctx;   /* scores: [n_ctx] this thread's */
     colibri_dot_rows_fn dot_rows_f32 = colibri_isa_active()->dot_rows[COLIBRI_DTYPE_F32];
-    int64_t lo, hi;
-    colibri_range_split((int64_t)task->batch->n_tokens * hp->n_head, ti, nt, &lo, &hi);
-    for (int64_t item = lo; item < hi; item++) {
+    /* every nt-th item: a causal prefill's later tokens cost more, so contiguous
+     * shares would leave the first threads idle */
+    for (int64_t item = ti; item < (int64_t)task->batch->n_tokens * hp->n_head; item += nt) {
         int32_t t = (int32_t)(item / hp->n_head), head = (int32_t)(item % hp->n_head);
         int32_t pos = task->batch->pos[t], seq = task->batch->seq[t];
         int32_t kv_head = head / group;
