@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_neon_kernels_under_qemu(tmp_path):
-    sources = [KERNELS / f for f in ("convert.c", "dot.c", "quant.c", "quant_dot.c", "dispatch.c", "cpu_arm.c")]
+    sources = [KERNELS / f for f in ("convert.c", "dot.c", "ops.c", "quant.c", "quant_dot.c", "dispatch.c", "cpu_arm.c")]
     sources += sorted((KERNELS / "arm_neon").glob("*.c"))
     exe = tmp_path / "test_isa_aarch64"
     built = subprocess.run(

@@ -44,7 +44,7 @@ static void colibri_qk_norm_apply(colibri_context *ctx, const colibri_tensor *no
     for (int64_t i = 0; i < T * row; i += span) colibri_rmsnorm_apply(y + i, w, span, hp->norm_eps, y + i);
 }
 
-/* ---- causal GQA attention, one (token, head) per work item --------------- */
+/* ---- causal GQA attention, one (query tile, head) per work item ----------- */
 
 typedef struct colibri_attention_task {
     colibri_context *ctx;
@@ -53,33 +53,64 @@ typedef struct colibri_attention_task {
     float scale;
 } colibri_attention_task;
 
+/* The end of the query tile that starts at batch token t: up to
+ * COLIBRI_ATTN_TILE tokens of one sequence at consecutive positions. */
+static int32_t colibri_attention_tile_end(const colibri_batch *batch, int32_t t) {
+    int32_t end = t + 1;
+    while (end < batch->n_tokens && end - t < COLIBRI_ATTN_TILE && batch->seq[end] == batch->seq[t] &&
+           batch->pos[end] == batch->pos[end - 1] + 1) {
+        end++;
+    }
+    return end;
+}
+
+/* The first cached position token pos attends to (its sliding window's start). */
+static int32_t colibri_attention_first(const colibri_hparams *hp, int32_t pos) {
+    return hp->sliding_window > 0 && pos - hp->sliding_window + 1 > 0 ? pos - hp->sliding_window + 1 : 0;
+}
+
+/* A tile's queries share every key load: their scores come from one gemm
+ * over the union of their key ranges (keys past a query's own range are
+ * computed and ignored); each score is bitwise the one-query dot (the gemm
+ * contract), so tiling never changes a result. Work items are dealt out
+ * every nt-th: a causal prefill's later tiles cost more, so contiguous
+ * shares would leave the first threads idle. */
 static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_attention_task *task = (const colibri_attention_task *)arg;
     colibri_context *ctx = task->ctx;
     const colibri_hparams *hp = &ctx->model->hp;
+    const colibri_batch *batch = task->batch;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    int64_t Q = (int64_t)hp->n_head * hd;
-    float *scores = ctx->s.scores + (int64_t)ti * ctx->n_ctx;   /* scores: [n_ctx] this thread's */
-    colibri_dot_rows_fn dot_rows_f32 = colibri_isa_active()->dot_rows[COLIBRI_DTYPE_F32];
-    /* every nt-th item: a causal prefill's later tokens cost more, so contiguous
-     * shares would leave the first threads idle */
-    for (int64_t item = ti; item < (int64_t)task->batch->n_tokens * hp->n_head; item += nt) {
-        int32_t t = (int32_t)(item / hp->n_head), head = (int32_t)(item % hp->n_head);
-        int32_t pos = task->batch->pos[t], seq = task->batch->seq[t];
-        int32_t kv_head = head / group;
-        int32_t first = hp->sliding_window > 0 && pos - hp->sliding_window + 1 > 0
-                            ? pos - hp->sliding_window + 1 : 0;
-        const float *q = ctx->s.q + t * Q + (int64_t)head * hd;     /* q: [hd] */
-        float *out = ctx->s.attn + t * Q + (int64_t)head * hd;      /* out: [hd] */
-        const float *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, 0) + (int64_t)kv_head * hd;
-        const float *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, 0) + (int64_t)kv_head * hd;
-        int64_t K = (int64_t)hp->n_head_kv * hd;                    /* cache row stride */
-        int32_t n = pos - first + 1;
-        /* scores[j] = (k_j . q) * scale: the ISA's F32 rows, bitwise colibri_dot_f32 */
-        dot_rows_f32(k0 + (int64_t)first * K, K * (int64_t)sizeof(float), q, hd, n, scores);
-        for (int32_t j = 0; j < n; j++) scores[j] *= task->scale;
-        colibri_softmax_apply(scores, n);
-        colibri_weighted_sum_f32(out, scores, v0 + (int64_t)first * K, K, n, hd);   /* sum_j p_j v_j */
+    int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;   /* K: the cache row stride */
+    float *scores = ctx->s.scores + (int64_t)ti * COLIBRI_ATTN_TILE * ctx->n_ctx;   /* scores: [tile, n_ctx] */
+    const colibri_isa_table *isa = colibri_isa_active();
+    int64_t item = 0;
+    for (int32_t t = 0, end; t < batch->n_tokens; t = end) {
+        end = colibri_attention_tile_end(batch, t);
+        int32_t seq = batch->seq[t], lo = colibri_attention_first(hp, batch->pos[t]), hi = batch->pos[end - 1];
+        for (int32_t head = 0; head < hp->n_head; head++, item++) {
+            if (item % nt != ti) continue;
+            int32_t kv_head = head / group;
+            const float *q = ctx->s.q + (int64_t)t * Q + (int64_t)head * hd;   /* q: [end - t] rows of Q */
+            const float *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, lo) + (int64_t)kv_head * hd;
+            const float *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, lo) + (int64_t)kv_head * hd;
+            /* scores[i, j] = k_(lo+j) . q_i */
+            if (end - t == 1) {
+                isa->dot_rows[COLIBRI_DTYPE_F32](k0, K * (int64_t)sizeof(float), q, hd, hi - lo + 1, scores);
+            } else {
+                isa->gemm[COLIBRI_DTYPE_F32](k0, K * (int64_t)sizeof(float), q, Q * (int64_t)sizeof(float), hd,
+                                             hi - lo + 1, end - t, scores, ctx->n_ctx);
+            }
+            for (int32_t i = 0; i < end - t; i++) {
+                int32_t pos = batch->pos[t + i], first = colibri_attention_first(hp, pos) - lo;
+                int32_t n = pos - lo - first + 1;
+                float *p = scores + (int64_t)i * ctx->n_ctx + first;   /* p: [n] this query's */
+                for (int32_t j = 0; j < n; j++) p[j] *= task->scale;
+                colibri_softmax_apply(p, n);
+                float *out = ctx->s.attn + (int64_t)(t + i) * Q + (int64_t)head * hd;   /* out: [hd] */
+                isa->weighted_sum_f32(out, p, v0 + (int64_t)first * K, K, n, hd);   /* sum_j p_j v_j */
+            }
+        }
     }
 }
 

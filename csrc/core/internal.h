@@ -30,6 +30,7 @@ typedef struct colibri_tensor {
 } colibri_tensor;
 
 #define COLIBRI_EXPERT_KINDS 3   /* EXPERT_GATE, EXPERT_UP, EXPERT_DOWN */
+#define COLIBRI_ATTN_TILE 4      /* queries of one sequence that attention scores together */
 
 typedef struct colibri_layer {
     colibri_tensor t[COLIBRI_T_COUNT];  /* per-layer tensors by kind (expert kinds unused) */
@@ -96,7 +97,7 @@ typedef struct colibri_scratch {
     float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
     float *wvec;           /* wvec: [max(D, Q, K)] a 1-D weight converted to f32 */
     float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
-    float *scores;         /* scores: [n_threads, n_ctx] attention probabilities */
+    float *scores;         /* scores: [n_threads, COLIBRI_ATTN_TILE, n_ctx] attention probabilities */
     float *ff_gate;        /* ff_gate: [T, F] dense / shared MLP gate activations */
     float *ff_up;          /* ff_up: [T, F] */
     float *router_logits;  /* router_logits: [T, E] */

@@ -43,6 +43,10 @@ typedef void (*colibri_gemm_fn)(const void *w, int64_t w_stride, const void *x, 
  * the reference quantizer of that block type (quant.h). */
 typedef void (*colibri_quantize_fn)(const float *x, void *dst, int64_t n);
 
+/* colibri_weighted_sum_f32's contract (kernels.h), bitwise its result. */
+typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restrict w, const float *restrict rows,
+                                        int64_t stride, int32_t n, int64_t n_cols);
+
 typedef struct colibri_isa_table {
     const char *name;                                 /* "scalar", "avx2", "avx512", "neon" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
@@ -50,6 +54,7 @@ typedef struct colibri_isa_table {
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
     colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
     colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
+    colibri_weighted_sum_fn weighted_sum_f32;         /* attention's value sum */
 } colibri_isa_table;
 
 /* The table's quantizer of activation type act (Q8_0 or Q8_1); NULL for others. */
@@ -164,6 +169,10 @@ void colibri_dot_rows_bf16_avx2(const void *w, int64_t w_stride, const void *x, 
 void colibri_dot_rows_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_weighted_sum_f32_avx2(float *restrict out, const float *restrict w, const float *restrict rows,
+                                   int64_t stride, int32_t n, int64_t n_cols);
+void colibri_weighted_sum_f32_avx512(float *restrict out, const float *restrict w, const float *restrict rows,
+                                     int64_t stride, int32_t n, int64_t n_cols);
 void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
@@ -184,6 +193,9 @@ void colibri_gemm_bf16_avx2(const void *w, int64_t w_stride, const void *x, int6
 void colibri_gemm_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_f32_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_f16_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_bf16_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);

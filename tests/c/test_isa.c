@@ -13,6 +13,8 @@
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
+ *   - attention's weighted sum: bitwise the reference for column counts
+ *     around every vector width, 1..300 rows, a row stride wider than a row;
  *   - the activation quantizers (Q8_0, Q8_1): every byte equal to the
  *     reference's, on random rows of several magnitudes and on blocks of
  *     exact halves, values beyond ±127·d, zeros, denormals, ±inf and NaN.
@@ -271,6 +273,24 @@ static void test_quantizers(const colibri_isa_table *isa) {
     }
 }
 
+static void test_weighted_sum(const colibri_isa_table *isa) {
+    static const int64_t cols[] = {1, 7, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 129};
+    static const int32_t counts[] = {1, 2, 5, 300};
+    enum { MAX_J = 300, MAX_C = 129, STRIDE = MAX_C + 3 };
+    static float rows[MAX_J * STRIDE], w[MAX_J], want[MAX_C], got[MAX_C];   /* rows: [j, STRIDE] */
+    for (int64_t i = 0; i < MAX_J * STRIDE; i++) rows[i] = test_rand(&rng) * 4.0f;
+    for (int32_t j = 0; j < MAX_J; j++) w[j] = test_rand(&rng) + 0.5f;
+    for (size_t a = 0; a < sizeof(cols) / sizeof(cols[0]); a++) {
+        for (size_t b = 0; b < sizeof(counts) / sizeof(counts[0]); b++) {
+            colibri_weighted_sum_f32(want, w, rows, STRIDE, counts[b], cols[a]);
+            isa->weighted_sum_f32(got, w, rows, STRIDE, counts[b], cols[a]);
+            CHECK(memcmp(want, got, (size_t)cols[a] * sizeof(float)) == 0,
+                  "%s weighted sum of %d rows x %lld columns: differs from the reference", isa->name, counts[b],
+                  (long long)cols[a]);
+        }
+    }
+}
+
 int main(void) {
     int tested = 0;
     for (size_t i = 0; i < sizeof(isa_names) / sizeof(isa_names[0]); i++) {
@@ -283,6 +303,7 @@ int main(void) {
         test_integer_exact(isa);
         test_gemm(isa);
         test_quantizers(isa);
+        test_weighted_sum(isa);
         tested++;
     }
     test_integer_exact(&colibri_isa_scalar);

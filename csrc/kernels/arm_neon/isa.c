@@ -1,5 +1,6 @@
 /* arm_neon/isa.c — the NEON (AArch64 Advanced SIMD) kernel table. */
 #include "../isa.h"
+#include "../kernels.h"
 #include "../quant.h"
 
 const colibri_isa_table colibri_isa_neon = {
@@ -23,4 +24,5 @@ const colibri_isa_table colibri_isa_neon = {
     },
     colibri_quantize_row_q8_0,   /* the reference's: no NEON quantizer yet */
     colibri_quantize_row_q8_1,
+    colibri_weighted_sum_f32,
 };

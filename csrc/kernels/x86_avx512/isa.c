@@ -1,9 +1,10 @@
 /*
  * x86_avx512/isa.c — the AVX-512 kernel table: VNNI block kernels; the float
- * kernels are AVX2's (a wider vector would change the reference's 8-lane
- * summation order, and vdpbf16ps rounds the activations to bf16, so neither
- * could stay bitwise equal to the reference; the float dots are memory-bound
- * at decode anyway).
+ * dot_rows kernels are AVX2's (a wider vector would change the reference's
+ * 8-lane summation order, and vdpbf16ps rounds the activations to bf16, so
+ * neither could stay bitwise equal to the reference; the float dots are
+ * memory-bound at decode anyway); the float gemm kernels keep those 8 lanes
+ * but use AVX-512's 32 registers for a 4 × 4 tile (gemm_float.c).
  */
 #include "../isa.h"
 
@@ -19,13 +20,14 @@ const colibri_isa_table colibri_isa_avx512 = {
         [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_avx512,
     },
     {
-        [COLIBRI_DTYPE_F32] = colibri_gemm_f32_avx2,
-        [COLIBRI_DTYPE_F16] = colibri_gemm_f16_avx2,
-        [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_avx2,
+        [COLIBRI_DTYPE_F32] = colibri_gemm_f32_avx512,
+        [COLIBRI_DTYPE_F16] = colibri_gemm_f16_avx512,
+        [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_avx512,
         [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_avx512,
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_avx512,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_avx512,
     },
     colibri_quantize_q8_0_avx512,
     colibri_quantize_q8_1_avx512,
+    colibri_weighted_sum_f32_avx512,
 };
