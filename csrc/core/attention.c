@@ -106,7 +106,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
                 int32_t n = pos - lo - first + 1;
                 float *p = scores + (int64_t)i * ctx->n_ctx + first;   /* p: [n] this query's */
                 for (int32_t j = 0; j < n; j++) p[j] *= task->scale;
-                colibri_softmax_apply(p, n);
+                isa->softmax(p, n);
                 float *out = ctx->s.attn + (int64_t)(t + i) * Q + (int64_t)head * hd;   /* out: [hd] */
                 isa->weighted_sum_f32(out, p, v0 + (int64_t)first * K, K, n, hd);   /* sum_j p_j v_j */
             }

@@ -68,7 +68,8 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             if (job->w_up) {   /* the SwiGLU epilogue on this thread's rows */
                 colibri_rows_run(job->w_up, x, x_row_bytes, job->n, r0, r1, job->y_up, job->y_stride);
                 for (int32_t t = 0; t < job->n; t++) {
-                    colibri_silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0, r1 - r0);
+                    colibri_isa_active()->silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0,
+                                                   r1 - r0);
                 }
             }
         }
@@ -172,7 +173,7 @@ void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_ml
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
-        if (mlp->gate->dtype != mlp->up->dtype) colibri_silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
+        if (mlp->gate->dtype != mlp->up->dtype) colibri_isa_active()->silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
         jobs[i] = (colibri_matmul_job){mlp->down, mlp->act_gate, F, mlp->y, D, mlp->n, NULL, NULL};
     }
     colibri_matmul_run(ctx, jobs, n_mlps);

@@ -53,6 +53,8 @@ const colibri_isa_table colibri_isa_scalar = {
     colibri_quantize_row_q8_0,
     colibri_quantize_row_q8_1,
     colibri_weighted_sum_f32,
+    colibri_softmax_apply,
+    colibri_silu_mul,
 };
 
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {

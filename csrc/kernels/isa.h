@@ -55,6 +55,8 @@ typedef struct colibri_isa_table {
     colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
     colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
     colibri_weighted_sum_fn weighted_sum_f32;         /* attention's value sum */
+    void (*softmax)(float *x, int64_t n);             /* colibri_softmax_apply, bitwise */
+    void (*silu_mul)(float *g, const float *u, int64_t n);   /* colibri_silu_mul, bitwise */
 } colibri_isa_table;
 
 /* The table's quantizer of activation type act (Q8_0 or Q8_1); NULL for others. */
@@ -173,6 +175,10 @@ void colibri_weighted_sum_f32_avx2(float *restrict out, const float *restrict w,
                                    int64_t stride, int32_t n, int64_t n_cols);
 void colibri_weighted_sum_f32_avx512(float *restrict out, const float *restrict w, const float *restrict rows,
                                      int64_t stride, int32_t n, int64_t n_cols);
+void colibri_softmax_avx2(float *x, int64_t n);
+void colibri_softmax_avx512(float *x, int64_t n);
+void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);
+void colibri_silu_mul_avx512(float *g, const float *u, int64_t n);
 void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);

@@ -1,6 +1,7 @@
 /*
- * ops.c — scalar reference row-wise ops: RMSNorm, softmax, RoPE, SiLU.
- * All in f32, fixed order, libm for exp/sqrt/cos/sin.
+ * ops.c — scalar reference row-wise ops: RMSNorm, exp, softmax, RoPE, SiLU.
+ * All in f32, fixed order; exp is Colibri's own (the same bits on every
+ * platform and in every ISA's vector version), libm for sqrt/cos/sin.
  */
 #include <math.h>
 
@@ -14,15 +15,39 @@ void colibri_rmsnorm_apply(const float *x, const float *w, int64_t n, float eps,
     for (int64_t i = 0; i < n; i++) y[i] = w[i] * (x[i] * inv_rms);
 }
 
+float colibri_expf(float x) {
+    if (x > COLIBRI_EXP_MAX) return INFINITY;
+    if (!(x >= COLIBRI_EXP_MIN)) return x != x ? x : 0.0f;   /* NaN stays NaN */
+    float n = (x * COLIBRI_EXP_LOG2E + COLIBRI_EXP_ROUND) - COLIBRI_EXP_ROUND;   /* round(x / ln 2) */
+    float r = (x - n * COLIBRI_EXP_LN2_HI) - n * COLIBRI_EXP_LN2_LO;               /* |r| <= ln 2 / 2 */
+    float p = COLIBRI_EXP_C7;
+    p = p * r + COLIBRI_EXP_C6;
+    p = p * r + COLIBRI_EXP_C5;
+    p = p * r + COLIBRI_EXP_C4;
+    p = p * r + COLIBRI_EXP_C3;
+    p = p * r + COLIBRI_EXP_C2;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t k = (int32_t)n, half = k >> 1;   /* 2^k = 2^half * 2^(k - half), both normal */
+    return (p * colibri_exp2i(half)) * colibri_exp2i(k - half);
+}
+
+float colibri_sum_f32(const float *x, int64_t n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j];
+    }
+    float tail = 0.0f;
+    for (; i < n; i++) tail += x[i];
+    return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) + tail;
+}
+
 void colibri_softmax_apply(float *x, int64_t n) {
     float max = x[0];
     for (int64_t i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    float inv_sum = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] = colibri_expf(x[i] - max);
+    float inv_sum = 1.0f / colibri_sum_f32(x, n);
     for (int64_t i = 0; i < n; i++) x[i] *= inv_sum;
 }
 
@@ -62,7 +87,7 @@ void colibri_rope_apply_interleaved(float *u, const float *cos_sin, int32_t head
 }
 
 void colibri_silu_mul(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + colibri_expf(-g[i])) * u[i];
 }
 
 /* 16 columns at a time held in a local accumulator across all j (registers,
@@ -91,5 +116,5 @@ void colibri_weighted_sum_f32(float *restrict out, const float *restrict w, cons
 }
 
 float colibri_sigmoid(float z) {
-    return 1.0f / (1.0f + expf(-z));
+    return 1.0f / (1.0f + colibri_expf(-z));
 }

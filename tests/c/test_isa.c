@@ -15,6 +15,9 @@
  *     weight / activation / output strides;
  *   - attention's weighted sum: bitwise the reference for column counts
  *     around every vector width, 1..300 rows, a row stride wider than a row;
+ *   - softmax and SiLU·up (colibri_expf inside): bitwise the reference on
+ *     lengths around every vector width, values from -120 to 100 (under- and
+ *     overflowing exp), ±inf and NaN;
  *   - the activation quantizers (Q8_0, Q8_1): every byte equal to the
  *     reference's, on random rows of several magnitudes and on blocks of
  *     exact halves, values beyond ±127·d, zeros, denormals, ±inf and NaN.
@@ -291,6 +294,33 @@ static void test_weighted_sum(const colibri_isa_table *isa) {
     }
 }
 
+static void test_exp_ops(const colibri_isa_table *isa) {
+    static const int64_t lengths[] = {1, 5, 8, 15, 16, 17, 33, 100, 513};
+    enum { MAX_N = 513 };
+    static float x[MAX_N], u[MAX_N], want[MAX_N], got[MAX_N];
+    for (size_t a = 0; a < sizeof(lengths) / sizeof(lengths[0]); a++) {
+        int64_t n = lengths[a];
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = test_rand(&rng) * (a % 2 ? 110.0f : 8.0f) - (a % 3 ? 0.0f : 10.0f);
+            u[i] = test_rand(&rng);
+        }
+        if (n > 20) x[7] = -INFINITY, x[11] = INFINITY, x[19] = NAN, x[3] = -120.0f, x[4] = 100.0f;
+        memcpy(want, x, (size_t)n * sizeof(float));
+        memcpy(got, x, (size_t)n * sizeof(float));
+        colibri_silu_mul(want, u, n);
+        isa->silu_mul(got, u, n);
+        CHECK(memcmp(want, got, (size_t)n * sizeof(float)) == 0, "%s silu_mul of %lld: differs from the reference",
+              isa->name, (long long)n);
+        if (n > 20) x[11] = 50.0f, x[19] = 2.0f;   /* softmax over +inf or NaN is NaN throughout either way */
+        memcpy(want, x, (size_t)n * sizeof(float));
+        memcpy(got, x, (size_t)n * sizeof(float));
+        colibri_softmax_apply(want, n);
+        isa->softmax(got, n);
+        CHECK(memcmp(want, got, (size_t)n * sizeof(float)) == 0, "%s softmax of %lld: differs from the reference",
+              isa->name, (long long)n);
+    }
+}
+
 int main(void) {
     int tested = 0;
     for (size_t i = 0; i < sizeof(isa_names) / sizeof(isa_names[0]); i++) {
@@ -304,6 +334,7 @@ int main(void) {
         test_gemm(isa);
         test_quantizers(isa);
         test_weighted_sum(isa);
+        test_exp_ops(isa);
         tested++;
     }
     test_integer_exact(&colibri_isa_scalar);
