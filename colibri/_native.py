@@ -99,6 +99,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_dequantize": (c_int, [c_i32, vp, vp, c_i64]),
         "colibri_model_metadata": (c_int, [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t)]),
         "colibri_isa": (ctypes.c_char_p, []),
+        "colibri_read_bandwidth": (ctypes.c_double, [c_i32, c_i64, c_i32]),
         "colibri_profile_enable": (c_int, [vp, c_int]),
         "colibri_profile_read": (c_int, [vp, c_i32, ctypes.POINTER(ctypes.c_double), c_i32]),
     }

@@ -93,3 +93,13 @@ def test_bad_input_is_one_line(tiny_path, args, message):
     proc = _bench(tiny_path, "--repeat", "1", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_read_bandwidth_probe_and_its_errors():
+    from colibri.bench import measure_read_bandwidth
+
+    assert measure_read_bandwidth(2, 8 << 20, 2) > 0
+    for threads, nbytes, passes, field in ((0, 8 << 20, 1, "n_threads"), (1, 1000, 1, "n_bytes"),
+                                            (1, 8 << 20, 0, "passes")):
+        with pytest.raises(RuntimeError, match=f"read_bandwidth: .*{field}"):
+            measure_read_bandwidth(threads, nbytes, passes)

@@ -32,7 +32,6 @@ static void *colibri_arena_map(size_t bytes, size_t *mapped, int *huge) {
 #endif
     return p;
 }
-#define COLIBRI_MAX_THREADS 512
 
 /* A bump layout over the arena. With base == NULL it only measures. */
 typedef struct colibri_arena_plan {

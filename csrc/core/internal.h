@@ -31,6 +31,7 @@ typedef struct colibri_tensor {
 
 #define COLIBRI_EXPERT_KINDS 3   /* EXPERT_GATE, EXPERT_UP, EXPERT_DOWN */
 #define COLIBRI_ATTN_TILE 4      /* queries of one sequence that attention scores together */
+#define COLIBRI_MAX_THREADS 512  /* a context's (and the bandwidth probe's) thread limit */
 
 typedef struct colibri_layer {
     colibri_tensor t[COLIBRI_T_COUNT];  /* per-layer tensors by kind (expert kinds unused) */
