@@ -68,8 +68,7 @@ class BenchResult:
 # ---- machine ----------------------------------------------------------------
 def measure_read_bandwidth(threads: int, nbytes: int = PROBE_BYTES, passes: int = PROBE_PASSES) -> float:
     """Best-of-`passes` read bandwidth in GB/s: `threads` threads of libcolibri
-    stream their shares of one nbytes buffer through its F32 dot kernel
-    (colibri_read_bandwidth), as a decode step streams its weights."""
+    read their shares of one nbytes buffer (colibri_read_bandwidth)."""
     rate = _native.lib().colibri_read_bandwidth(threads, nbytes, passes)
     if rate < 0:
         raise RuntimeError(_native.last_error())
