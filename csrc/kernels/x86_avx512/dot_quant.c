@@ -35,13 +35,91 @@ static inline __m256i colibri_mac(__m256i wu, __m256i av, __m256i shared) {
     return _mm256_dpbusd_epi32(shared, wu, av);
 }
 
+/* ---- Q4_0 / Q4_1: two blocks per 512-bit step ---------------------------------
+ * The nibble types are compute-bound on one core (unpacking, then reducing 8
+ * lanes to each row's block sum), so they take blocks b and b+1 together:
+ * the activation vector holds both blocks' 32 bytes, each row's vector both
+ * blocks' unpacked nibbles (128-bit lanes: b low, b high, b+1 low, b+1 high),
+ * and one unpack-and-add tree reduces the 4 rows' vectors to the 8 exact
+ * block sums at once — half the reduction work per block of the 256-bit
+ * core. The float steps stay one block at a time, in order; an odd last
+ * block runs alone with its partner's lanes zero and unused. */
+
+/* Row r's unpacked nibbles of blocks b (lanes 0-1) and b+1 (lanes 2-3; zero
+ * when pair is 0). */
+static inline __m512i colibri_nibbles2(const uint8_t *qs_b, const uint8_t *qs_b1, int pair) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qs_b));
+    v = pair ? _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128((const __m128i *)qs_b1))
+             : _mm512_maskz_mov_epi32(0x00ff, v);
+    v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+}
+
+/* The 8 exact block sums of s0..s3 (lanes 0-7 of block b, 8-15 of block b+1):
+ * [r0..r3 of b, r0..r3 of b+1]. */
+static inline __m256i colibri_hsum4x2_epi32(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+    __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+    __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));   /* lanes 0, 2: totals */
+    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+/* The f16 field v of rows 0..3's blocks b and b1 as 8 floats [b: r0..r3, b1: r0..r3]:
+ * eight 16-bit inserts from memory, one conversion. */
+#define COLIBRI_F16X8(v, b, b1)                                                                        \
+    _mm256_cvtph_ps(_mm_insert_epi16(_mm_insert_epi16(_mm_insert_epi16(_mm_insert_epi16(              \
+        _mm_insert_epi16(_mm_insert_epi16(_mm_insert_epi16(_mm_cvtsi32_si128(w0[b].v), w1[b].v, 1),   \
+        w2[b].v, 2), w3[b].v, 3), w0[b1].v, 4), w1[b1].v, 5), w2[b1].v, 6), w3[b1].v, 7))
+
+/* Q4_1's offset terms of both blocks (rows in lanes 0-3 for b, 4-7 for b1). */
+#define COLIBRI_NO_OFFSET2(v, b, b1) (v)
+#define COLIBRI_Q4_1_OFFSET2(v, b, b1) \
+    _mm256_add_ps((v), _mm256_mul_ps(COLIBRI_F16X8(m, b, b1), colibri_halves_ps(_cvtsh_ss(a[b].s), _cvtsh_ss(a[b1].s))))
+
+/* [lo x4, hi x4]. */
+static inline __m256 colibri_halves_ps(float lo, float hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(lo)), _mm_set1_ps(hi), 1);
+}
+
+/* NAME: the 4-row core of nibble weights WBLOCK against ABLOCK activations;
+ * C: the weight offset (8 for Q4_0, 0 for Q4_1) whose -C·sum(a) starts each
+ * block's sum; OFFSET2: the Q4_1 term. Same contract as the 256-bit core. */
+#define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, ABLOCK, C, OFFSET2)                                    \
+    static void NAME(const char *const w[4], const char *const ahead[4], const void *xv, int64_t n,    \
+                     float out[4]) {                                                                    \
+        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                         \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
+        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                            \
+        int64_t nb = n / COLIBRI_QK;                                                                    \
+        for (int64_t b = 0; b < nb; b += 2) {                                                           \
+            int pair = b + 1 < nb;                                                                      \
+            int64_t b1 = pair ? b + 1 : b;   /* an odd last block reads itself twice, unused */         \
+            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK));       \
+            __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[b].qs)), \
+                                            _mm256_loadu_si256((const __m256i *)a[b1].qs), 1);          \
+            __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),                                    \
+                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(C), av)); \
+            __m256i isum = colibri_hsum4x2_epi32(                                                       \
+                _mm512_dpbusd_epi32(start, colibri_nibbles2(w0[b].qs, w0[b1].qs, pair), av),            \
+                _mm512_dpbusd_epi32(start, colibri_nibbles2(w1[b].qs, w1[b1].qs, pair), av),            \
+                _mm512_dpbusd_epi32(start, colibri_nibbles2(w2[b].qs, w2[b1].qs, pair), av),            \
+                _mm512_dpbusd_epi32(start, colibri_nibbles2(w3[b].qs, w3[b1].qs, pair), av));           \
+            __m256 scale = _mm256_mul_ps(COLIBRI_F16X8(d, b, b1),                                       \
+                                         colibri_halves_ps(_cvtsh_ss(a[b].d), _cvtsh_ss(a[b1].d)));    \
+            __m256 v = OFFSET2(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), b, b1);                   \
+            acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                           \
+            if (pair) acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));                                \
+        }                                                                                               \
+        _mm_storeu_ps(out, acc);                                                                        \
+    }
+
 /* The one-token kernels; the multi-token ones are gemm_quant.c's. */
 COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_block_q8_0, colibri_shared_q8_0,
                        colibri_prep_q8_0, colibri_mac, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, colibri_block_q8_0, colibri_shared_q4_0,
-                       colibri_prep_q4_0, colibri_mac, COLIBRI_NO_OFFSET)
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, colibri_block_q8_1, colibri_no_shared,
-                       colibri_prep_q4_1, colibri_mac, COLIBRI_Q4_1_OFFSET)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, colibri_block_q8_0, 8, COLIBRI_NO_OFFSET2)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, colibri_block_q8_1, 0, COLIBRI_Q4_1_OFFSET2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx512, colibri_dot4_q8_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx512, colibri_dot4_q4_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx512, colibri_dot4_q4_1_avx512)
