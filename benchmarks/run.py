@@ -3,7 +3,7 @@
     python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 3]
 
 1. measures the machine's read bandwidth (colibri_read_bandwidth: a 1 GiB buffer read by
-   1 and 2 threads);
+   1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting);
 2. writes the random-weight models it lacks (benchmarks/models.py): a small Mixtral and
    OLMoE-1B-7B, as GGUF and Colibri-native at q8_0 and q4_0, plus a bf16 Hugging Face
    directory where transformers fits in memory;

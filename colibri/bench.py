@@ -68,7 +68,8 @@ class BenchResult:
 # ---- machine ----------------------------------------------------------------
 def measure_read_bandwidth(threads: int, nbytes: int = PROBE_BYTES, passes: int = PROBE_PASSES) -> float:
     """Best-of-`passes` read bandwidth in GB/s: `threads` threads of libcolibri
-    read their shares of one nbytes buffer (colibri_read_bandwidth)."""
+    read their shares of one nbytes buffer, by a plain loop and through the
+    BF16 dot kernel's prefetching stream (colibri_read_bandwidth)."""
     rate = _native.lib().colibri_read_bandwidth(threads, nbytes, passes)
     if rate < 0:
         raise RuntimeError(_native.last_error())

@@ -248,8 +248,9 @@ COLIBRI_API const char *colibri_isa(void);
 
 /* This machine's read bandwidth in GB/s: n_threads threads stream their
  * shares of one n_bytes buffer (1 MiB..1 TiB; larger than the last-level
- * cache to measure memory), a load per 64-bit word; the best of `passes`
- * (1..1000). -1 on error (colibri_last_error). */
+ * cache to measure memory) by a plain loop and through the BF16 dot kernel
+ * with its software prefetch; the best of `passes` (1..1000) of either. -1 on
+ * error (colibri_last_error). */
 COLIBRI_API double colibri_read_bandwidth(int32_t n_threads, int64_t n_bytes, int32_t passes);
 
 /* ---- profiling ------------------------------------------------------------
