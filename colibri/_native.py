@@ -88,6 +88,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_model_finalize": (c_int, [vp]),
         "colibri_model_free": (None, [vp]),
         "colibri_context_create": (vp, [vp, c_i32, c_i32, c_i32, c_i32]),
+        "colibri_context_create_kv": (vp, [vp, c_i32, c_i32, c_i32, c_i32, c_i32]),
+        "colibri_context_kv_type": (c_i32, [vp]),
         "colibri_context_free": (None, [vp]),
         "colibri_context_threads": (c_i32, [vp]),
         "colibri_context_huge_pages": (c_i32, [vp]),

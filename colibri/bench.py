@@ -56,6 +56,7 @@ class BenchResult:
     read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads
     roofline_fraction: float      # bytes_per_token * decode_tok_s / read bandwidth
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
+    kv_type: str                  # the KV cache's element type, "f32" or "f16"
     profile: StepProfile | None = None
 
     def as_json(self) -> dict:
@@ -155,7 +156,7 @@ class _Profiler:
 # ---- the benchmark -------------------------------------------------------------
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
-        profile_layers: bool = False, seed: int = 0) -> BenchResult:
+        profile_layers: bool = False, seed: int = 0, kv_type: str = "f32") -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 
     bandwidth_gb_s: the read bandwidth to compare against (None: probe it here,
@@ -173,7 +174,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         raise ValueError(f"--bandwidth must be a positive number of GB/s, got {bandwidth_gb_s}")
     n_ctx = prompt_tokens + gen_tokens
     start = time.perf_counter()
-    model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512))
+    model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512), kv_type=kv_type)
     load_s = time.perf_counter() - start
     with model:
         c = model.config
@@ -208,6 +209,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, read_bandwidth_gb_s=bandwidth,
         roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), huge_pages=huge_pages,
+        kv_type=kv_type,
         profile=step_profile)
 
 
@@ -224,7 +226,7 @@ def report_lines(r: BenchResult) -> list[str]:
         ("decode", f"{r.decode_tok_s:.2f} tok/s ({r.gen_tokens} tokens, median of {r.repeat})"),
         ("per token", f"p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms"),
         ("peak RSS", human_bytes(r.peak_rss_bytes)),
-        ("KV + scratch", "transparent huge pages" if r.huge_pages else "normal pages"),
+        ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"),
         ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
                            f"{100 * r.roofline_fraction:.1f}% of the {r.read_bandwidth_gb_s:.2f} GB/s read bandwidth"),
     ]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import ModelError
+from .loader import KV_TYPES
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
 
@@ -45,7 +46,7 @@ def cmd_run(args) -> int:
     import colibri
 
     path = Path(args.model) if args.model else _demo_model_path()
-    with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size) as model:
+    with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size, kv_type=args.kv_type) as model:
         if args.prompt is not None:
             for piece in model.generate(args.prompt, max_tokens=args.n_predict, stream=True,
                                         **_sampling_kwargs(args)):
@@ -221,7 +222,7 @@ def cmd_bench(args) -> int:
 
     result = run(args.model, threads=args.threads, prompt_tokens=args.prompt, gen_tokens=args.gen,
                  repeat=args.repeat, bandwidth_gb_s=args.bandwidth, profile=args.profile or args.profile_layers,
-                 profile_layers=args.profile_layers)
+                 profile_layers=args.profile_layers, kv_type=args.kv_type)
     print("\n".join(report_lines(result)))
     if args.json:
         print(json.dumps(result.as_json()))
@@ -249,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--n-predict", type=_positive_int, default=128, help="tokens to generate")
     run.add_argument("-t", "--threads", type=_positive_int, default=None)
     run.add_argument("-c", "--ctx-size", type=_positive_int, default=None)
+    run.add_argument("--kv-type", choices=KV_TYPES, default="f32",
+                     help="KV cache element type (f16: half the memory, keys and values rounded)")
     run.add_argument("--system", help="system message for interactive chat")
     _sampling_flags(run)
     run.set_defaults(func=cmd_run)
@@ -289,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive_int, default=3, help="rounds; speeds are medians")
     bench.add_argument("--bandwidth", type=float, default=None, metavar="GB_S",
                        help="read bandwidth for the roofline (default: measured here)")
+    bench.add_argument("--kv-type", choices=KV_TYPES, default="f32", help="KV cache element type")
     bench.add_argument("--profile", action="store_true", help="time of a decode step by stage")
     bench.add_argument("--profile-layers", action="store_true", help="--profile, also per layer")
     bench.add_argument("--json", action="store_true", help="also print one JSON object as the last line")

@@ -75,14 +75,19 @@ def _opener(path: str | os.PathLike):
                      "*.safetensors, a .gguf file or a .colibri file)")
 
 
+KV_TYPES = ("f32", "f16")
+
+
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
-         n_seq: int = 1, n_batch: int = 256):
+         n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32"):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
     threads: worker threads for the forward pass (None: one per CPU).
     n_ctx: context length of the KV cache (default min(config's max positions, 4096)).
     n_seq: sequences that can be cached at once (for batched use of ``Model.forward``).
     n_batch: most tokens one forward step takes (longer prompts are split).
+    kv_type: the KV cache's element type: "f32" (exact, the default) or "f16" (half the memory
+        and the attention reads; keys and values rounded to f16, as llama.cpp's default cache).
     """
     from .model import Model
 
@@ -90,6 +95,8 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
                              ("n_batch", n_batch, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if kv_type not in KV_TYPES:
+        raise ValueError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
     path, open_source = _opener(path)
     files, config, weights, tokenizer, generation_config = open_source(path)
     native = None
@@ -102,7 +109,7 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
         context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
         return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
-                     n_batch=n_batch, generation_config=generation_config)
+                     n_batch=n_batch, kv_type=kv_type, generation_config=generation_config)
     except BaseException:
         if native is not None:
             native.close()

@@ -26,7 +26,8 @@ class Model:
     """A loaded model. Create with ``colibri.load``; release with ``close()`` (or ``with``)."""
 
     def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
-                 threads: int, n_ctx: int, n_seq: int, n_batch: int, generation_config: dict | None):
+                 threads: int, n_ctx: int, n_seq: int, n_batch: int, kv_type: str,
+                 generation_config: dict | None):
         self.path = directory
         self.config = config
         self.tokenizer = tokenizer
@@ -34,7 +35,8 @@ class Model:
         self._checkpoint = checkpoint
         self._native = native
         self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
-        self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
+        self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads,
+                                  kv_type=kv_type)
         # token ids whose K/V sequence 0 holds after the last generation, so a
         # follow-up prompt (the next chat turn) reuses the common prefix
         self._seq0_tokens: list[int] = []
@@ -72,6 +74,11 @@ class Model:
     @property
     def n_ctx(self) -> int:
         return self._context().n_ctx
+
+    @property
+    def kv_type(self) -> str:
+        """The KV cache's element type: "f32" or "f16"."""
+        return self._context().kv_type
 
     def _context(self) -> NativeContext:
         if self._ctx is None:

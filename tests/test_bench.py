@@ -39,6 +39,14 @@ def test_json_has_every_required_field(tiny_path):
     assert 0 < result["roofline_fraction"] and result["read_bandwidth_gb_s"] > 0
     assert "profile" not in result
     assert result["huge_pages"] is _thp_available()
+    assert result["kv_type"] == "f32"
+
+
+def test_f16_kv_cache_option(tiny_path):
+    proc = _bench(tiny_path, *SMALL_RUN, "-t", "1", "--kv-type", "f16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["kv_type"] == "f16"
+    assert "f16 KV" in proc.stdout
 
 
 def _thp_available() -> bool:

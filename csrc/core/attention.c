@@ -11,12 +11,30 @@
 #include "../kernels/isa.h"
 #include "../kernels/kernels.h"
 
+/* Bytes of one cache element (ctx->kv_dtype: F32 or F16). */
+static int64_t colibri_kv_elem(const colibri_context *ctx) {
+    return ctx->kv_dtype == COLIBRI_DTYPE_F16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float);
+}
+
 /* The cached row of (seq, layer, pos) in a [n_seq, n_layer, n_ctx, K] cache. */
-static float *colibri_kv_row(const colibri_context *ctx, float *cache, int32_t seq, int32_t layer,
-                             int32_t pos) {
+static char *colibri_kv_row(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos) {
     const colibri_hparams *hp = &ctx->model->hp;
     int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
-    return cache + (((int64_t)seq * hp->n_layer + layer) * ctx->n_ctx + pos) * K;
+    return (char *)cache + (((int64_t)seq * hp->n_layer + layer) * ctx->n_ctx + pos) * K * colibri_kv_elem(ctx);
+}
+
+/* Caches row: [K] f32 at (seq, layer, pos), rounded to f16 for an F16 cache. */
+static void colibri_kv_store(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos,
+                             const float *row) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
+    char *dst = colibri_kv_row(ctx, cache, seq, layer, pos);   /* dst: [K] of kv_dtype */
+    if (ctx->kv_dtype == COLIBRI_DTYPE_F16) {
+        uint16_t *h = (uint16_t *)dst;
+        for (int64_t i = 0; i < K; i++) h[i] = colibri_f32_to_f16(row[i]);
+    } else {
+        memcpy(dst, row, (size_t)K * sizeof(float));
+    }
 }
 
 /* y: [T, n] += bias (any dtype, [1, n]). */
@@ -82,6 +100,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_batch *batch = task->batch;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;   /* K: the cache row stride */
+    int64_t elem = colibri_kv_elem(ctx), kv = ctx->kv_dtype;
     float *scores = ctx->s.scores + (int64_t)ti * COLIBRI_ATTN_TILE * ctx->n_ctx;   /* scores: [tile, n_ctx] */
     const colibri_isa_table *isa = colibri_isa_active();
     int64_t item = 0;
@@ -92,14 +111,14 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
             if (item % nt != ti) continue;
             int32_t kv_head = head / group;
             const float *q = ctx->s.q + (int64_t)t * Q + (int64_t)head * hd;   /* q: [end - t] rows of Q */
-            const float *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, lo) + (int64_t)kv_head * hd;
-            const float *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, lo) + (int64_t)kv_head * hd;
+            const char *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, lo) + kv_head * hd * elem;
+            const char *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, lo) + kv_head * hd * elem;
             /* scores[i, j] = k_(lo+j) . q_i */
             if (end - t == 1) {
-                isa->dot_rows[COLIBRI_DTYPE_F32](k0, K * (int64_t)sizeof(float), q, hd, hi - lo + 1, scores);
+                isa->dot_rows[kv](k0, K * elem, q, hd, hi - lo + 1, scores);
             } else {
-                isa->gemm[COLIBRI_DTYPE_F32](k0, K * (int64_t)sizeof(float), q, Q * (int64_t)sizeof(float), hd,
-                                             hi - lo + 1, end - t, scores, ctx->n_ctx);
+                isa->gemm[kv](k0, K * elem, q, Q * (int64_t)sizeof(float), hd, hi - lo + 1, end - t, scores,
+                              ctx->n_ctx);
             }
             for (int32_t i = 0; i < end - t; i++) {
                 int32_t pos = batch->pos[t + i], first = colibri_attention_first(hp, pos) - lo;
@@ -108,7 +127,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
                 for (int32_t j = 0; j < n; j++) p[j] *= task->scale;
                 isa->softmax(p, n);
                 float *out = ctx->s.attn + (int64_t)(t + i) * Q + (int64_t)head * hd;   /* out: [hd] */
-                isa->weighted_sum_f32(out, p, v0 + (int64_t)first * K, K, n, hd);   /* sum_j p_j v_j */
+                isa->weighted_sum[kv](out, p, v0 + first * K * elem, K, n, hd);   /* sum_j p_j v_j */
             }
         }
     }
@@ -152,10 +171,8 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
         for (int32_t h = 0; h < hp->n_head; h++) rope(s->q + t * Q + (int64_t)h * hd, cs, hd);
         for (int32_t h = 0; h < hp->n_head_kv; h++) rope(s->k + t * K + (int64_t)h * hd, cs, hd);
         /* every token's K/V is cached before any attention runs (prefill) */
-        memcpy(colibri_kv_row(ctx, ctx->k_cache, batch->seq[t], layer, batch->pos[t]), s->k + t * K,
-               (size_t)K * sizeof(float));
-        memcpy(colibri_kv_row(ctx, ctx->v_cache, batch->seq[t], layer, batch->pos[t]), s->v + t * K,
-               (size_t)K * sizeof(float));
+        colibri_kv_store(ctx, ctx->k_cache, batch->seq[t], layer, batch->pos[t], s->k + t * K);
+        colibri_kv_store(ctx, ctx->v_cache, batch->seq[t], layer, batch->pos[t], s->v + t * K);
     }
 
     colibri_attention_task task = {ctx, batch, layer,

@@ -85,8 +85,9 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     colibri_scratch *s = &ctx->s;
 
     ctx->seq_len = colibri_arena_take(p, i32, S, 1, 1, 1);
-    ctx->k_cache = colibri_arena_take(p, f, S, L, C, K);
-    ctx->v_cache = colibri_arena_take(p, f, S, L, C, K);
+    size_t kv = ctx->kv_dtype == COLIBRI_DTYPE_F16 ? sizeof(uint16_t) : f;
+    ctx->k_cache = colibri_arena_take(p, kv, S, L, C, K);
+    ctx->v_cache = colibri_arena_take(p, kv, S, L, C, K);
     s->x = colibri_arena_take(p, f, T, D, 1, 1);
     s->h = colibri_arena_take(p, f, T, D, 1, 1);
     s->q = colibri_arena_take(p, f, T, Q, 1, 1);
@@ -126,6 +127,17 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
 COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
                                                     int32_t n_seq, int32_t n_batch,
                                                     int32_t n_threads) {
+    return colibri_context_create_kv(m, n_ctx, n_seq, n_batch, n_threads, COLIBRI_DTYPE_F32);
+}
+
+COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, int32_t n_ctx,
+                                                       int32_t n_seq, int32_t n_batch,
+                                                       int32_t n_threads, int32_t kv_dtype) {
+    if (kv_dtype != COLIBRI_DTYPE_F32 && kv_dtype != COLIBRI_DTYPE_F16) {
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: kv_dtype must be F32 (%d) or F16 (%d), got %d",
+                          COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16, kv_dtype);
+        return NULL;
+    }
     if (!m) {
         colibri_error_set(COLIBRI_ERR_INVALID, "context_create: model is NULL");
         return NULL;
@@ -159,6 +171,7 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
     ctx->n_seq = n_seq;
     ctx->n_batch = n_batch;
     ctx->n_threads = n_threads;
+    ctx->kv_dtype = kv_dtype;
 
     colibri_arena_plan plan = {NULL, 0, 0};
     colibri_context_layout(ctx, &plan);
@@ -201,6 +214,10 @@ COLIBRI_API void colibri_context_free(colibri_context *ctx) {
 
 COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx) {
     return ctx ? ctx->n_threads : -1;
+}
+
+COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx) {
+    return ctx ? ctx->kv_dtype : -1;
 }
 
 COLIBRI_API int32_t colibri_context_huge_pages(const colibri_context *ctx) {

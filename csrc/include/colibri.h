@@ -188,6 +188,16 @@ COLIBRI_API void colibri_model_free(colibri_model *m);
 COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
                                                     int32_t n_seq, int32_t n_batch,
                                                     int32_t n_threads);
+/* The same with the KV cache's element type: COLIBRI_DTYPE_F32 (what
+ * colibri_context_create uses) or COLIBRI_DTYPE_F16 (half the memory and the
+ * attention reads; keys and values rounded to f16 as they are cached, as
+ * llama.cpp's default cache does). Results stay bitwise independent of
+ * threads and batching either way. */
+COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, int32_t n_ctx,
+                                                       int32_t n_seq, int32_t n_batch,
+                                                       int32_t n_threads, int32_t kv_dtype);
+/* The KV cache's element type (a colibri_dtype), -1 for a NULL context. */
+COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx);
 COLIBRI_API void colibri_context_free(colibri_context *ctx);
 COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx);
 /* 1 if the context's arena (KV cache and scratch, one anonymous mapping) was

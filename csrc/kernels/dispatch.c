@@ -52,7 +52,7 @@ const colibri_isa_table colibri_isa_scalar = {
     },
     colibri_quantize_row_q8_0,
     colibri_quantize_row_q8_1,
-    colibri_weighted_sum_f32,
+    {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
     colibri_softmax_apply,
     colibri_silu_mul,
 };

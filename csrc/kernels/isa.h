@@ -43,8 +43,8 @@ typedef void (*colibri_gemm_fn)(const void *w, int64_t w_stride, const void *x, 
  * the reference quantizer of that block type (quant.h). */
 typedef void (*colibri_quantize_fn)(const float *x, void *dst, int64_t n);
 
-/* colibri_weighted_sum_f32's contract (kernels.h), bitwise its result. */
-typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restrict w, const float *restrict rows,
+/* colibri_weighted_sum_f32's / _f16's contract (kernels.h), bitwise its result. */
+typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restrict w, const void *restrict rows,
                                         int64_t stride, int32_t n, int64_t n_cols);
 
 typedef struct colibri_isa_table {
@@ -54,7 +54,7 @@ typedef struct colibri_isa_table {
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
     colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
     colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
-    colibri_weighted_sum_fn weighted_sum_f32;         /* attention's value sum */
+    colibri_weighted_sum_fn weighted_sum[2];          /* attention's value sum, by KV dtype (F32, F16) */
     void (*softmax)(float *x, int64_t n);             /* colibri_softmax_apply, bitwise */
     void (*silu_mul)(float *g, const float *u, int64_t n);   /* colibri_silu_mul, bitwise */
 } colibri_isa_table;
@@ -180,9 +180,13 @@ void colibri_dot_rows_bf16_avx2(const void *w, int64_t w_stride, const void *x, 
 void colibri_dot_rows_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
-void colibri_weighted_sum_f32_avx2(float *restrict out, const float *restrict w, const float *restrict rows,
+void colibri_weighted_sum_f32_avx2(float *restrict out, const float *restrict w, const void *restrict rows,
                                    int64_t stride, int32_t n, int64_t n_cols);
-void colibri_weighted_sum_f32_avx512(float *restrict out, const float *restrict w, const float *restrict rows,
+void colibri_weighted_sum_f16_avx2(float *restrict out, const float *restrict w, const void *restrict rows,
+                                   int64_t stride, int32_t n, int64_t n_cols);
+void colibri_weighted_sum_f32_avx512(float *restrict out, const float *restrict w, const void *restrict rows,
+                                     int64_t stride, int32_t n, int64_t n_cols);
+void colibri_weighted_sum_f16_avx512(float *restrict out, const float *restrict w, const void *restrict rows,
                                      int64_t stride, int32_t n, int64_t n_cols);
 void colibri_softmax_avx2(float *x, int64_t n);
 void colibri_softmax_avx512(float *x, int64_t n);

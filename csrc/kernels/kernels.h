@@ -84,9 +84,12 @@ void colibri_rope_table(const float *inv_freq, int32_t head_dim, int32_t pos, fl
 /* g: [n] <- silu(g) * u, silu(z) = z / (1 + exp(-z)). */
 void colibri_silu_mul(float *g, const float *u, int64_t n);
 /* out: [n_cols] = sum over j of w[j] * rows[j], rows[j] = rows + j * stride
- * (floats), each element summed from 0 in j order with a product then a sum
- * (exactly `memset 0; for j: out += w[j] * row j`). Nothing may overlap out. */
-void colibri_weighted_sum_f32(float *restrict out, const float *restrict w, const float *restrict rows,
+ * elements (f32, or f16 widened exactly), each element summed from 0 in j
+ * order with a product then a sum (exactly `memset 0; for j: out += w[j] *
+ * row j`). Nothing may overlap out. */
+void colibri_weighted_sum_f32(float *restrict out, const float *restrict w, const void *restrict rows,
+                              int64_t stride, int32_t n, int64_t n_cols);
+void colibri_weighted_sum_f16(float *restrict out, const float *restrict w, const void *restrict rows,
                               int64_t stride, int32_t n, int64_t n_cols);
 /* 1 / (1 + exp(-z)). */
 float colibri_sigmoid(float z);

@@ -92,28 +92,36 @@ void colibri_silu_mul(float *g, const float *u, int64_t n) {
 
 /* 16 columns at a time held in a local accumulator across all j (registers,
  * not memory), written out once; the unrolled statements are what -O2's
- * straight-line (SLP) vectorizer packs. */
-void colibri_weighted_sum_f32(float *restrict out, const float *restrict w, const float *restrict rows,
-                              int64_t stride, int32_t n, int64_t n_cols) {
-    int64_t c = 0;
-    for (; c + 16 <= n_cols; c += 16) {
-        float acc[16] = {0};   /* acc: [16] columns c..c+15 */
-        for (int32_t j = 0; j < n; j++) {
-            const float *r = rows + j * stride + c;   /* r: [16] */
-            float p = w[j];
-            acc[0] += p * r[0], acc[1] += p * r[1], acc[2] += p * r[2], acc[3] += p * r[3];
-            acc[4] += p * r[4], acc[5] += p * r[5], acc[6] += p * r[6], acc[7] += p * r[7];
-            acc[8] += p * r[8], acc[9] += p * r[9], acc[10] += p * r[10], acc[11] += p * r[11];
-            acc[12] += p * r[12], acc[13] += p * r[13], acc[14] += p * r[14], acc[15] += p * r[15];
-        }
-        for (int k = 0; k < 16; k++) out[c + k] = acc[k];
+ * straight-line (SLP) vectorizer packs. LOAD widens one row element (exact). */
+#define COLIBRI_WEIGHTED_SUM_DEFINE(NAME, RTYPE, LOAD)                                                     \
+    void NAME(float *restrict out, const float *restrict w, const void *restrict rows_v, int64_t stride,  \
+              int32_t n, int64_t n_cols) {                                                                \
+        const RTYPE *rows = (const RTYPE *)rows_v;                                                        \
+        int64_t c = 0;                                                                                    \
+        for (; c + 16 <= n_cols; c += 16) {                                                               \
+            float acc[16] = {0};   /* acc: [16] columns c..c+15 */                                        \
+            for (int32_t j = 0; j < n; j++) {                                                             \
+                const RTYPE *r = rows + j * stride + c;   /* r: [16] */                                   \
+                float p = w[j];                                                                           \
+                acc[0] += p * LOAD(r[0]), acc[1] += p * LOAD(r[1]), acc[2] += p * LOAD(r[2]);             \
+                acc[3] += p * LOAD(r[3]), acc[4] += p * LOAD(r[4]), acc[5] += p * LOAD(r[5]);             \
+                acc[6] += p * LOAD(r[6]), acc[7] += p * LOAD(r[7]), acc[8] += p * LOAD(r[8]);             \
+                acc[9] += p * LOAD(r[9]), acc[10] += p * LOAD(r[10]), acc[11] += p * LOAD(r[11]);         \
+                acc[12] += p * LOAD(r[12]), acc[13] += p * LOAD(r[13]), acc[14] += p * LOAD(r[14]);       \
+                acc[15] += p * LOAD(r[15]);                                                               \
+            }                                                                                             \
+            for (int k = 0; k < 16; k++) out[c + k] = acc[k];                                             \
+        }                                                                                                 \
+        for (; c < n_cols; c++) {                                                                         \
+            float acc = 0.0f;                                                                             \
+            for (int32_t j = 0; j < n; j++) acc += w[j] * LOAD(rows[j * stride + c]);                     \
+            out[c] = acc;                                                                                 \
+        }                                                                                                 \
     }
-    for (; c < n_cols; c++) {
-        float acc = 0.0f;
-        for (int32_t j = 0; j < n; j++) acc += w[j] * rows[j * stride + c];
-        out[c] = acc;
-    }
-}
+
+#define COLIBRI_LOAD_F32(v) (v)
+COLIBRI_WEIGHTED_SUM_DEFINE(colibri_weighted_sum_f32, float, COLIBRI_LOAD_F32)
+COLIBRI_WEIGHTED_SUM_DEFINE(colibri_weighted_sum_f16, uint16_t, colibri_f16_to_f32)
 
 float colibri_sigmoid(float z) {
     return 1.0f / (1.0f + colibri_expf(-z));

@@ -272,12 +272,13 @@ static void test_dispatch_aggregate(void) {
 
 /* ---- self-consistency of the forward step ------------------------------------ */
 
-static void test_prefill_vs_steps(int32_t dtype) {
+static void test_prefill_vs_steps(int32_t dtype, int32_t kv_dtype) {
     test_model tm;
     test_config(&tm, dtype);
     CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
     int32_t V = tm.hp.n_vocab, n = 6;
-    colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 8, 1);
+    colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 1, 8, 1, kv_dtype);
+    CHECK(colibri_context_kv_type(ctx) == kv_dtype, "KV type %d", colibri_context_kv_type(ctx));
     int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
     int8_t want[6] = {1, 1, 1, 1, 1, 1};
     float full[6 * 64], step[64];
@@ -289,7 +290,7 @@ static void test_prefill_vs_steps(int32_t dtype) {
         CHECK(test_step(ctx, 1, &prompt[i], &pos[i], seq, NULL, step) == 0, "step: %s", colibri_last_error());
         same &= memcmp(step, full + i * V, (size_t)V * sizeof(float)) == 0;
     }
-    CHECK(same, "dtype %d: cached step-by-step logits == full prefill logits, bitwise", dtype);
+    CHECK(same, "dtype %d, KV %d: cached step-by-step logits == full prefill logits, bitwise", dtype, kv_dtype);
     /* rewind to position 3 with the same token: the logits of position 3 again */
     CHECK(test_step(ctx, 1, &prompt[3], &pos[3], seq, NULL, step) == 0, "rewind: %s", colibri_last_error());
     CHECK(colibri_seq_len(ctx, 0) == 4, "rewind sets seq_len to pos + 1 (got %d)", colibri_seq_len(ctx, 0));
@@ -303,7 +304,7 @@ static void test_prefill_vs_steps(int32_t dtype) {
 
 /* The same prompt under 1 and 2 threads, and alone vs interleaved with another
  * sequence in one batch: bitwise the same logits and routes. */
-static void test_threads_and_batching(int32_t dtype) {
+static void test_threads_and_batching(int32_t dtype, int32_t kv_dtype) {
     test_model tm;
     test_config(&tm, dtype);
     CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
@@ -313,14 +314,15 @@ static void test_threads_and_batching(int32_t dtype) {
     float alone[2][6 * 64] = {{0}};
     int32_t alone_experts[2 * 6 * 2];
     for (int threads = 1; threads <= 2; threads++) {
-        colibri_context *ctx = colibri_context_create(tm.m, 16, 2, 12, threads);
+        colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 2, 12, threads, kv_dtype);
         CHECK(colibri_context_threads(ctx) == threads, "thread count");
         colibri_batch b = {6, prompt, pos, seq0, want};
         colibri_outputs out = {alone[threads - 1], NULL, threads == 1 ? alone_experts : NULL, NULL};
         CHECK(colibri_forward(ctx, &b, &out) == 0, "forward: %s", colibri_last_error());
         colibri_context_free(ctx);
     }
-    CHECK(memcmp(alone[0], alone[1], sizeof alone[0]) == 0, "dtype %d: threads 1 vs 2 bitwise", dtype);
+    CHECK(memcmp(alone[0], alone[1], sizeof alone[0]) == 0, "dtype %d, KV %d: threads 1 vs 2 bitwise", dtype,
+          kv_dtype);
 
     /* interleave: seq 1 (another prompt) and seq 0 alternate in one batch */
     int32_t tok[12], bpos[12], bseq[12];
@@ -334,11 +336,12 @@ static void test_threads_and_batching(int32_t dtype) {
     int32_t experts[2 * 12 * 2];
     float sentinel_gates[2 * 12 * 2];
     for (int i = 0; i < 2 * 12 * 2; i++) sentinel_gates[i] = -7.0f;
-    colibri_context *ctx = colibri_context_create(tm.m, 16, 2, 12, 2);
+    colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 2, 12, 2, kv_dtype);
     colibri_batch b = {12, tok, bpos, bseq, bwant};
     colibri_outputs out = {batched, NULL, experts, sentinel_gates};
     CHECK(colibri_forward(ctx, &b, &out) == 0, "batched forward: %s", colibri_last_error());
-    CHECK(memcmp(alone[0], batched, sizeof batched) == 0, "dtype %d: alone vs batched bitwise", dtype);
+    CHECK(memcmp(alone[0], batched, sizeof batched) == 0, "dtype %d, KV %d: alone vs batched bitwise", dtype,
+          kv_dtype);
     int routes_same = 1, dense_untouched = 1;
     for (int i = 0; i < 6; i++) {
         for (int s = 0; s < k; s++) {
@@ -350,6 +353,36 @@ static void test_threads_and_batching(int32_t dtype) {
     CHECK(dense_untouched, "dense layer rows of gates left untouched");
     CHECK(L == 2 && colibri_seq_len(ctx, 0) == 6 && colibri_seq_len(ctx, 1) == 6, "both sequences cached");
     colibri_context_free(ctx);
+    test_free(&tm);
+}
+
+/* An F16 KV cache against the F32 one: the logits of a 6-token prompt agree to
+ * NMSE <= 1e-5 (keys and values rounded to f16 only); a KV type other than
+ * F32 / F16 is refused. */
+static void test_kv_f16(void) {
+    test_model tm;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+    int32_t V = tm.hp.n_vocab;
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    float logits[2][6 * 64];   /* logits: [kv type][6, V] */
+    for (int k = 0; k < 2; k++) {
+        colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 1, 8, 2, k ? COLIBRI_DTYPE_F16 : COLIBRI_DTYPE_F32);
+        CHECK(test_step(ctx, 6, prompt, pos, seq, want, logits[k]) == 0, "forward: %s", colibri_last_error());
+        colibri_context_free(ctx);
+    }
+    double err = 0.0, ref = 0.0;
+    for (int i = 0; i < 6 * V; i++) {
+        err += ((double)logits[1][i] - logits[0][i]) * ((double)logits[1][i] - logits[0][i]);
+        ref += (double)logits[0][i] * logits[0][i];
+    }
+    CHECK(err / ref <= 1e-5 && memcmp(logits[0], logits[1], sizeof logits[0]) != 0,
+          "F16 KV vs F32 KV: logits NMSE %.3g (and not identical)", err / ref);
+    printf("F16 KV vs F32 KV: logits NMSE %.3g\n", err / ref);
+    CHECK(colibri_context_create_kv(tm.m, 16, 1, 8, 1, COLIBRI_DTYPE_BF16) == NULL &&
+          strstr(colibri_last_error(), "kv_dtype") != NULL, "BF16 KV refused: %s", colibri_last_error());
+    CHECK(colibri_context_kv_type(NULL) == -1, "KV type of NULL");
     test_free(&tm);
 }
 
@@ -570,14 +603,18 @@ int main(void) {
     test_exp();
     test_router();
     test_dispatch_aggregate();
-    test_prefill_vs_steps(COLIBRI_DTYPE_F32);
-    test_prefill_vs_steps(COLIBRI_DTYPE_BF16);
+    test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32);
+    test_prefill_vs_steps(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16);
     test_mixed_gate_up();
-    test_threads_and_batching(COLIBRI_DTYPE_F32);
-    test_threads_and_batching(COLIBRI_DTYPE_F16);
-    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1);
-    test_threads_and_batching(COLIBRI_DTYPE_Q4_0);
-    test_threads_and_batching(COLIBRI_DTYPE_Q8_0);
+    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32);
+    test_threads_and_batching(COLIBRI_DTYPE_F16, COLIBRI_DTYPE_F32);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1, COLIBRI_DTYPE_F32);
+    test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F32);
+    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F32);
+    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16);
+    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16);
+    test_kv_f16();
     test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_1, 1e-3);

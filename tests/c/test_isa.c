@@ -13,7 +13,7 @@
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
- *   - attention's weighted sum: bitwise the reference for column counts
+ *   - attention's weighted sum over f32 and f16 rows: bitwise the reference for column counts
  *     around every vector width, 1..300 rows, a row stride wider than a row;
  *   - softmax and SiLU·up (colibri_expf inside): bitwise the reference on
  *     lengths around every vector width, values from -120 to 100 (under- and
@@ -281,14 +281,23 @@ static void test_weighted_sum(const colibri_isa_table *isa) {
     static const int32_t counts[] = {1, 2, 5, 300};
     enum { MAX_J = 300, MAX_C = 129, STRIDE = MAX_C + 3 };
     static float rows[MAX_J * STRIDE], w[MAX_J], want[MAX_C], got[MAX_C];   /* rows: [j, STRIDE] */
-    for (int64_t i = 0; i < MAX_J * STRIDE; i++) rows[i] = test_rand(&rng) * 4.0f;
+    static uint16_t rows_f16[MAX_J * STRIDE];                                /* rows_f16: [j, STRIDE] */
+    for (int64_t i = 0; i < MAX_J * STRIDE; i++) {
+        rows[i] = test_rand(&rng) * 4.0f;
+        rows_f16[i] = colibri_f32_to_f16(rows[i]);
+    }
     for (int32_t j = 0; j < MAX_J; j++) w[j] = test_rand(&rng) + 0.5f;
     for (size_t a = 0; a < sizeof(cols) / sizeof(cols[0]); a++) {
         for (size_t b = 0; b < sizeof(counts) / sizeof(counts[0]); b++) {
             colibri_weighted_sum_f32(want, w, rows, STRIDE, counts[b], cols[a]);
-            isa->weighted_sum_f32(got, w, rows, STRIDE, counts[b], cols[a]);
+            isa->weighted_sum[0](got, w, rows, STRIDE, counts[b], cols[a]);
             CHECK(memcmp(want, got, (size_t)cols[a] * sizeof(float)) == 0,
-                  "%s weighted sum of %d rows x %lld columns: differs from the reference", isa->name, counts[b],
+                  "%s weighted sum of %d f32 rows x %lld columns: differs from the reference", isa->name, counts[b],
+                  (long long)cols[a]);
+            colibri_weighted_sum_f16(want, w, rows_f16, STRIDE, counts[b], cols[a]);
+            isa->weighted_sum[1](got, w, rows_f16, STRIDE, counts[b], cols[a]);
+            CHECK(memcmp(want, got, (size_t)cols[a] * sizeof(float)) == 0,
+                  "%s weighted sum of %d f16 rows x %lld columns: differs from the reference", isa->name, counts[b],
                   (long long)cols[a]);
         }
     }

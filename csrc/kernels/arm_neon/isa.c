@@ -24,7 +24,7 @@ const colibri_isa_table colibri_isa_neon = {
     },
     colibri_quantize_row_q8_0,   /* the reference's: no NEON quantizer yet */
     colibri_quantize_row_q8_1,
-    colibri_weighted_sum_f32,
+    {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
     colibri_softmax_apply,
     colibri_silu_mul,
 };

@@ -29,7 +29,7 @@ const colibri_isa_table colibri_isa_avx512 = {
     },
     colibri_quantize_q8_0_avx512,
     colibri_quantize_q8_1_avx512,
-    colibri_weighted_sum_f32_avx512,
+    {colibri_weighted_sum_f32_avx512, colibri_weighted_sum_f16_avx512},
     colibri_softmax_avx512,
     colibri_silu_mul_avx512,
 };
