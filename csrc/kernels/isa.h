@@ -188,6 +188,8 @@ void colibri_weighted_sum_f32_avx512(float *restrict out, const float *restrict 
                                      int64_t stride, int32_t n, int64_t n_cols);
 void colibri_weighted_sum_f16_avx512(float *restrict out, const float *restrict w, const void *restrict rows,
                                      int64_t stride, int32_t n, int64_t n_cols);
+/* colibri_sum_f32 (kernels.h) with AVX2, bitwise; both softmax versions use it. */
+float colibri_sum_f32_avx2(const float *x, int64_t n);
 void colibri_softmax_avx2(float *x, int64_t n);
 void colibri_softmax_avx512(float *x, int64_t n);
 void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);

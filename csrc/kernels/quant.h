@@ -96,6 +96,28 @@ void colibri_quantize_row_q4_0(const float *x, void *dst, int64_t n);
 void colibri_quantize_row_q4_1(const float *x, void *dst, int64_t n);
 void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n);
 
+/* Defines an ISA's activation quantizers NAME_Q8_0 and NAME_Q8_1 (each a row
+ * of n values into [n/32] blocks) from BLOCK(const float *x, int8_t *qs,
+ * int32_t *sum) -> float d, its quantizer of one block of 32 (bitwise the
+ * reference's); the f16 scales go through the reference's scalar conversion. */
+#define COLIBRI_Q8_ROW_QUANTIZERS(NAME_Q8_0, NAME_Q8_1, BLOCK)                                  \
+    void NAME_Q8_0(const float *x, void *dst, int64_t n) {                                     \
+        colibri_block_q8_0 *b = (colibri_block_q8_0 *)dst;   /* b: [n/32] */                   \
+        int32_t sum;                                                                           \
+        for (int64_t i = 0; i < n / COLIBRI_QK; i++) {                                          \
+            b[i].d = colibri_f32_to_f16(BLOCK(x + i * COLIBRI_QK, b[i].qs, &sum));              \
+        }                                                                                      \
+    }                                                                                          \
+    void NAME_Q8_1(const float *x, void *dst, int64_t n) {                                     \
+        colibri_block_q8_1 *b = (colibri_block_q8_1 *)dst;   /* b: [n/32] */                   \
+        int32_t sum;                                                                           \
+        for (int64_t i = 0; i < n / COLIBRI_QK; i++) {                                          \
+            float d = BLOCK(x + i * COLIBRI_QK, b[i].qs, &sum);                                 \
+            b[i].d = colibri_f32_to_f16(d);                                                    \
+            b[i].s = colibri_f32_to_f16((float)sum * d);                                       \
+        }                                                                                      \
+    }
+
 /* ---- dequantize: y[j] = the formula above, exactly, in f32 ------------------ */
 void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n);
 void colibri_dequantize_row_q4_0(const void *src, float *y, int64_t n);

@@ -15,27 +15,7 @@
 
 #include "../isa.h"
 #include "../kernels.h"
-
-static inline __m256 colibri_load8_f32(const void *w, int64_t i) {
-    return _mm256_loadu_ps((const float *)w + i);
-}
-
-static inline __m256 colibri_load8_f16(const void *w, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-}
-
-static inline __m256 colibri_load8_bf16(const void *w, int64_t i) {
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-static inline float colibri_load1_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
-static inline float colibri_load1_f16(const void *w, int64_t i) {
-    return colibri_f16_to_f32(((const uint16_t *)w)[i]);
-}
-static inline float colibri_load1_bf16(const void *w, int64_t i) {
-    return colibri_bf16_to_f32(((const uint16_t *)w)[i]);
-}
+#include "float_load.h"
 
 /* out[r] = w[r] . x for 4 rows; see the file comment for the order. AHEAD:
  * prefetch the group ahead (F16 / BF16), or leave F32's rows to the hardware

@@ -35,6 +35,17 @@ static inline __m256 colibri_exp8(__m256 x) {
     return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+float colibri_sum_f32_avx2(const float *x, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();   /* colibri_sum_f32's acc[0..7] */
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+    float tail = 0.0f;
+    for (; i < n; i++) tail += x[i];
+    __m128 pairs = _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));   /* a0+a1 .. a6+a7 */
+    __m128 quads = _mm_hadd_ps(pairs, pairs);
+    return (_mm_cvtss_f32(quads) + _mm_cvtss_f32(_mm_movehdup_ps(quads))) + tail;
+}
+
 void colibri_softmax_avx2(float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(x[0]);
     int64_t i = 0;
@@ -46,13 +57,7 @@ void colibri_softmax_avx2(float *x, int64_t n) {
     __m256 mv = _mm256_set1_ps(max);
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, colibri_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
     for (; i < n; i++) x[i] = colibri_expf(x[i] - max);
-    __m256 acc = _mm256_setzero_ps();   /* colibri_sum_f32's acc[0..7] */
-    for (i = 0; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
-    float tail = 0.0f;
-    for (int64_t j = i; j < n; j++) tail += x[j];
-    __m128 pairs = _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));   /* a0+a1 .. a6+a7 */
-    __m128 quads = _mm_hadd_ps(pairs, pairs);
-    float inv_sum = 1.0f / ((_mm_cvtss_f32(quads) + _mm_cvtss_f32(_mm_movehdup_ps(quads))) + tail);
+    float inv_sum = 1.0f / colibri_sum_f32_avx2(x, n);
     __m256 inv = _mm256_set1_ps(inv_sum);
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
     for (; i < n; i++) x[i] *= inv_sum;

@@ -48,20 +48,4 @@ static inline float colibri_q8_block_avx2(const float *x, int8_t *qs, int32_t *s
     return d;
 }
 
-void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n) {
-    colibri_block_q8_0 *b = (colibri_block_q8_0 *)dst;   /* b: [n/32] */
-    int32_t sum;
-    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
-        b[i].d = colibri_f32_to_f16(colibri_q8_block_avx2(x + i * COLIBRI_QK, b[i].qs, &sum));
-    }
-}
-
-void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n) {
-    colibri_block_q8_1 *b = (colibri_block_q8_1 *)dst;   /* b: [n/32] */
-    int32_t sum;
-    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
-        float d = colibri_q8_block_avx2(x + i * COLIBRI_QK, b[i].qs, &sum);
-        b[i].d = colibri_f32_to_f16(d);
-        b[i].s = colibri_f32_to_f16((float)sum * d);
-    }
-}
+COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_avx2, colibri_quantize_q8_1_avx2, colibri_q8_block_avx2)

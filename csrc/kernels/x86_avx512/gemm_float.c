@@ -20,23 +20,7 @@
 
 #include "../isa.h"
 #include "../kernels.h"
-
-static inline __m256 colibri_g8_f32(const void *w, int64_t i) { return _mm256_loadu_ps((const float *)w + i); }
-
-static inline __m256 colibri_g8_f16(const void *w, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
-}
-
-static inline __m256 colibri_g8_bf16(const void *w, int64_t i) {
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-static inline float colibri_g1_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
-static inline float colibri_g1_f16(const void *w, int64_t i) { return colibri_f16_to_f32(((const uint16_t *)w)[i]); }
-static inline float colibri_g1_bf16(const void *w, int64_t i) {
-    return colibri_bf16_to_f32(((const uint16_t *)w)[i]);
-}
+#include "../x86_avx2/float_load.h"
 
 /* out[t][r] = w[r] . x[t] for 4 rows and 4 tokens (x: f32 rows). */
 #define COLIBRI_GEMM_FLOAT_CORE(NAME, LOAD8, LOAD1)                                                   \
@@ -68,9 +52,9 @@ static inline float colibri_g1_bf16(const void *w, int64_t i) {
         }                                                                                             \
     }
 
-COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_f32, colibri_g8_f32, colibri_g1_f32)
-COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_f16, colibri_g8_f16, colibri_g1_f16)
-COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_bf16, colibri_g8_bf16, colibri_g1_bf16)
+COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_f32, colibri_load8_f32, colibri_load1_f32)
+COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_f16, colibri_load8_f16, colibri_load1_f16)
+COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x4_bf16, colibri_load8_bf16, colibri_load1_bf16)
 
 /* NAME: a colibri_gemm_fn from CORE (4 rows × 4 tokens). */
 #define COLIBRI_GEMM_FLOAT_DEFINE(NAME, CORE)                                                         \

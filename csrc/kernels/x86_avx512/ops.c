@@ -46,13 +46,7 @@ void colibri_softmax_avx512(float *x, int64_t n) {
     __m512 mv = _mm512_set1_ps(max);
     for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, colibri_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
     for (; i < n; i++) x[i] = colibri_expf(x[i] - max);
-    __m256 acc = _mm256_setzero_ps();   /* colibri_sum_f32's acc[0..7] */
-    for (i = 0; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
-    float tail = 0.0f;
-    for (int64_t j = i; j < n; j++) tail += x[j];
-    __m128 pairs = _mm_hadd_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));   /* a0+a1 .. a6+a7 */
-    __m128 quads = _mm_hadd_ps(pairs, pairs);
-    float inv_sum = 1.0f / ((_mm_cvtss_f32(quads) + _mm_cvtss_f32(_mm_movehdup_ps(quads))) + tail);
+    float inv_sum = 1.0f / colibri_sum_f32_avx2(x, n);
     __m512 inv = _mm512_set1_ps(inv_sum);
     for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
     for (; i < n; i++) x[i] *= inv_sum;
