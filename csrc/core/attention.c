@@ -1,8 +1,8 @@
 /*
  * attention.c — the attention block of one layer over a batch:
  * Q/K/V projections (+bias) → q/k RMSNorm → clip → RoPE → write K/V of every
- * batch token into its sequence's cache → causal GQA attention per
- * (token, head) → Wo → residual add.
+ * batch token into its sequence's cache (f32 or f16) → causal GQA attention
+ * per (query tile, head) → Wo → residual add.
  */
 #include <math.h>
 #include <string.h>
