@@ -22,9 +22,9 @@ const colibri_isa_table colibri_isa_neon = {
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_neon,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_neon,
     },
-    colibri_quantize_row_q8_0,   /* the reference's: no NEON quantizer yet */
-    colibri_quantize_row_q8_1,
-    {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
-    colibri_softmax_apply,
+    colibri_quantize_q8_0_neon,
+    colibri_quantize_q8_1_neon,
+    {colibri_weighted_sum_f32_neon, colibri_weighted_sum_f16_neon},
+    colibri_softmax_apply,   /* the reference's: no NEON softmax / SiLU yet */
     colibri_silu_mul,
 };

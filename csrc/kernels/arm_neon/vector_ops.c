@@ -1,0 +1,84 @@
+/*
+ * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1) and
+ * attention's value sum over f32 or f16 rows, bitwise the reference:
+ *   quantize: a block of 32 as eight 4-lane vectors; amax by a compare and
+ *             select (a NaN |x| keeps the running max, as the reference's
+ *             `ax > amax ? ax : amax`; NEON's vmaxq would propagate it);
+ *             roundf(x * id) as truncation plus the exact fraction compared
+ *             with ±0.5, clamped to ±127, NaN to 0; f16 scales by the
+ *             reference's scalar conversion (quant.h's row macro);
+ *   weighted sum: 16 columns in four 4-lane accumulators held over all j,
+ *             `acc + w[j] * row` as a separate multiply and add (no FMA) in
+ *             j order, f16 widened exactly first; the tail by the reference.
+ */
+#include <arm_neon.h>
+
+#include "../isa.h"
+#include "../kernels.h"
+#include "../quant.h"
+
+/* Quantizes x: [32] into qs: [32]; returns d and sets *sum to the sum of qs. */
+static inline float colibri_q8_block_neon(const float *x, int8_t *qs, int32_t *sum) {
+    float32x4_t v[8], m = vdupq_n_f32(0.0f);   /* v: [8][4] */
+    for (int k = 0; k < 8; k++) {
+        v[k] = vld1q_f32(x + 4 * k);
+        float32x4_t ax = vabsq_f32(v[k]);
+        m = vbslq_f32(vcgtq_f32(ax, m), ax, m);
+    }
+    float d = vmaxvq_f32(m) / 127.0f;   /* no NaN left in m */
+    float32x4_t id = vdupq_n_f32(d != 0.0f ? 1.0f / d : 0.0f);
+    float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(127.0f);
+    int32x4_t total = vdupq_n_s32(0);
+    int32_t q32[32];   /* q32: [32] */
+    for (int k = 0; k < 8; k++) {
+        float32x4_t xi = vmulq_f32(v[k], id);
+        float32x4_t t = vrndq_f32(xi);   /* toward zero */
+        float32x4_t frac = vsubq_f32(xi, t);
+        t = vaddq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcgeq_f32(frac, vdupq_n_f32(0.5f)),
+                                                         vreinterpretq_u32_f32(one))));
+        t = vsubq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcleq_f32(frac, vdupq_n_f32(-0.5f)),
+                                                         vreinterpretq_u32_f32(one))));
+        t = vbslq_f32(vcgtq_f32(t, lim), lim, t);
+        t = vbslq_f32(vcltq_f32(t, vnegq_f32(lim)), vnegq_f32(lim), t);
+        t = vbslq_f32(vceqq_f32(xi, xi), t, vdupq_n_f32(0.0f));   /* NaN → 0 */
+        int32x4_t q = vcvtq_s32_f32(t);   /* integral values: exact */
+        vst1q_s32(q32 + 4 * k, q);
+        total = vaddq_s32(total, q);
+    }
+    for (int j = 0; j < 32; j++) qs[j] = (int8_t)q32[j];
+    *sum = vaddvq_s32(total);
+    return d;
+}
+
+COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_neon, colibri_quantize_q8_1_neon, colibri_q8_block_neon)
+
+static inline float32x4_t colibri_ws4_f32(const void *r, int64_t i) { return vld1q_f32((const float *)r + i); }
+static inline float32x4_t colibri_ws4_f16(const void *r, int64_t i) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)r + i)));
+}
+
+/* NAME over rows of RTYPE, LOAD4 widening 4 of them; TAIL: the reference. */
+#define COLIBRI_WEIGHTED_SUM_NEON(NAME, RTYPE, LOAD4, TAIL)                                                \
+    void NAME(float *restrict out, const float *restrict w, const void *restrict rows, int64_t stride,     \
+              int32_t n, int64_t n_cols) {                                                                 \
+        int64_t c = 0;                                                                                     \
+        for (; c + 16 <= n_cols; c += 16) {                                                                \
+            float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;   /* columns c..c+15 */         \
+            for (int32_t j = 0; j < n; j++) {                                                              \
+                const RTYPE *r = (const RTYPE *)rows + j * stride + c;   /* r: [16] */                     \
+                float32x4_t p = vdupq_n_f32(w[j]);                                                         \
+                a0 = vaddq_f32(a0, vmulq_f32(p, LOAD4(r, 0)));                                             \
+                a1 = vaddq_f32(a1, vmulq_f32(p, LOAD4(r, 4)));                                             \
+                a2 = vaddq_f32(a2, vmulq_f32(p, LOAD4(r, 8)));                                             \
+                a3 = vaddq_f32(a3, vmulq_f32(p, LOAD4(r, 12)));                                            \
+            }                                                                                              \
+            vst1q_f32(out + c, a0);                                                                        \
+            vst1q_f32(out + c + 4, a1);                                                                    \
+            vst1q_f32(out + c + 8, a2);                                                                    \
+            vst1q_f32(out + c + 12, a3);                                                                   \
+        }                                                                                                  \
+        if (c < n_cols) TAIL(out + c, w, (const RTYPE *)rows + c, stride, n, n_cols - c);                  \
+    }
+
+COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f32_neon, float, colibri_ws4_f32, colibri_weighted_sum_f32)
+COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f16_neon, uint16_t, colibri_ws4_f16, colibri_weighted_sum_f16)
