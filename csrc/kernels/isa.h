@@ -220,6 +220,8 @@ void colibri_gemm_bf16_avx512(const void *w, int64_t w_stride, const void *x, in
 void colibri_gemm_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_softmax_neon(float *x, int64_t n);
+void colibri_silu_mul_neon(float *g, const float *u, int64_t n);
 void colibri_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_neon(const float *x, void *dst, int64_t n);
 void colibri_weighted_sum_f32_neon(float *restrict out, const float *restrict w, const void *restrict rows,

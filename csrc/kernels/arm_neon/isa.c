@@ -25,6 +25,6 @@ const colibri_isa_table colibri_isa_neon = {
     colibri_quantize_q8_0_neon,
     colibri_quantize_q8_1_neon,
     {colibri_weighted_sum_f32_neon, colibri_weighted_sum_f16_neon},
-    colibri_softmax_apply,   /* the reference's: no NEON softmax / SiLU yet */
-    colibri_silu_mul,
+    colibri_softmax_neon,
+    colibri_silu_mul_neon,
 };

@@ -1,6 +1,7 @@
 /*
- * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1) and
- * attention's value sum over f32 or f16 rows, bitwise the reference:
+ * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1),
+ * attention's value sum over f32 or f16 rows, softmax and SiLU·up, bitwise
+ * the reference:
  *   quantize: a block of 32 as eight 4-lane vectors; amax by a compare and
  *             select (a NaN |x| keeps the running max, as the reference's
  *             `ax > amax ? ax : amax`; NEON's vmaxq would propagate it);
@@ -9,9 +10,13 @@
  *             reference's scalar conversion (quant.h's row macro);
  *   weighted sum: 16 columns in four 4-lane accumulators held over all j,
  *             `acc + w[j] * row` as a separate multiply and add (no FMA) in
- *             j order, f16 widened exactly first; the tail by the reference.
+ *             j order, f16 widened exactly first; the tail by the reference;
+ *   softmax, SiLU: colibri_expf's steps lane by lane (compare-and-select
+ *             for the max and the clamps, so NaN behaves as in the
+ *             reference), the sum by the reference's colibri_sum_f32.
  */
 #include <arm_neon.h>
+#include <math.h>
 
 #include "../isa.h"
 #include "../kernels.h"
@@ -82,3 +87,62 @@ static inline float32x4_t colibri_ws4_f16(const void *r, int64_t i) {
 
 COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f32_neon, float, colibri_ws4_f32, colibri_weighted_sum_f32)
 COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f16_neon, uint16_t, colibri_ws4_f16, colibri_weighted_sum_f16)
+
+/* colibri_expf on 4 lanes: the in-range lanes follow its steps exactly
+ * (kernels.h); the others are replaced by its +inf, 0 and NaN. */
+static inline float32x4_t colibri_exp4(float32x4_t x) {
+    float32x4_t hi = vdupq_n_f32(COLIBRI_EXP_MAX), lo = vdupq_n_f32(COLIBRI_EXP_MIN);
+    float32x4_t xc = vbslq_f32(vcgtq_f32(x, hi), hi, vbslq_f32(vcltq_f32(x, lo), lo, x));   /* NaN stays */
+    float32x4_t round = vdupq_n_f32(COLIBRI_EXP_ROUND);
+    float32x4_t n = vsubq_f32(vaddq_f32(vmulq_f32(xc, vdupq_n_f32(COLIBRI_EXP_LOG2E)), round), round);
+    float32x4_t r = vsubq_f32(vsubq_f32(xc, vmulq_f32(n, vdupq_n_f32(COLIBRI_EXP_LN2_HI))),
+                              vmulq_f32(n, vdupq_n_f32(COLIBRI_EXP_LN2_LO)));
+    float32x4_t p = vdupq_n_f32(COLIBRI_EXP_C7);
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXP_C6));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXP_C5));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXP_C4));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXP_C3));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(COLIBRI_EXP_C2));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.0f));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.0f));
+    int32x4_t k = vcvtq_s32_f32(vbslq_f32(vceqq_f32(n, n), n, vdupq_n_f32(0.0f))), half = vshrq_n_s32(k, 1);
+    int32x4_t bias = vdupq_n_s32(127);
+    float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(half, bias), 23));
+    float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vsubq_s32(k, half), bias), 23));
+    float32x4_t e = vmulq_f32(vmulq_f32(p, s1), s2);
+    e = vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), e);
+    e = vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), e);
+    return vbslq_f32(vceqq_f32(x, x), e, x);
+}
+
+void colibri_softmax_neon(float *x, int64_t n) {
+    float32x4_t m = vdupq_n_f32(x[0]);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t xi = vld1q_f32(x + i);
+        m = vbslq_f32(vcgtq_f32(xi, m), xi, m);   /* NaN x keeps m, as the reference */
+    }
+    float lanes[4], max;   /* lanes: [4] */
+    vst1q_f32(lanes, m);
+    max = lanes[0];
+    for (int k = 1; k < 4; k++) max = lanes[k] > max ? lanes[k] : max;
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    float32x4_t mv = vdupq_n_f32(max);
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, colibri_exp4(vsubq_f32(vld1q_f32(x + i), mv)));
+    for (; i < n; i++) x[i] = colibri_expf(x[i] - max);
+    float inv_sum = 1.0f / colibri_sum_f32(x, n);
+    float32x4_t inv = vdupq_n_f32(inv_sum);
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++) x[i] *= inv_sum;
+}
+
+void colibri_silu_mul_neon(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    float32x4_t one = vdupq_n_f32(1.0f);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t gv = vld1q_f32(g + i);
+        float32x4_t s = vdivq_f32(gv, vaddq_f32(one, colibri_exp4(vnegq_f32(gv))));
+        vst1q_f32(g + i, vmulq_f32(s, vld1q_f32(u + i)));
+    }
+    colibri_silu_mul(g + i, u + i, n - i);
+}
