@@ -197,7 +197,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             decode_rates.append(gen_tokens / sum(steps))
             latencies += steps
         summary = summarize(model)
-        threads_used, huge_pages = model.threads, model.huge_pages
+        threads_used, huge_pages, kv_used = model.threads, model.huge_pages, model.kv_type
     peak = peak_rss_bytes()
     bandwidth = bandwidth_gb_s or measure_read_bandwidth(threads_used)
     decode = statistics.median(decode_rates)
@@ -209,7 +209,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, read_bandwidth_gb_s=bandwidth,
         roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), huge_pages=huge_pages,
-        kv_type=kv_type,
+        kv_type=kv_used,
         profile=step_profile)
 
 

@@ -5,15 +5,15 @@
  * per (query tile, head) → Wo → residual add.
  */
 #include <math.h>
-#include <string.h>
 
 #include "internal.h"
 #include "../kernels/isa.h"
 #include "../kernels/kernels.h"
+#include "../kernels/quant.h"
 
 /* Bytes of one cache element (ctx->kv_dtype: F32 or F16). */
 static int64_t colibri_kv_elem(const colibri_context *ctx) {
-    return ctx->kv_dtype == COLIBRI_DTYPE_F16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float);
+    return colibri_type_traits_of(ctx->kv_dtype)->block_bytes;
 }
 
 /* The cached row of (seq, layer, pos) in a [n_seq, n_layer, n_ctx, K] cache. */
@@ -23,18 +23,13 @@ static char *colibri_kv_row(const colibri_context *ctx, void *cache, int32_t seq
     return (char *)cache + (((int64_t)seq * hp->n_layer + layer) * ctx->n_ctx + pos) * K * colibri_kv_elem(ctx);
 }
 
-/* Caches row: [K] f32 at (seq, layer, pos), rounded to f16 for an F16 cache. */
+/* Caches row: [K] f32 at (seq, layer, pos) in the cache's type (the type
+ * table's narrowing: a copy for F32, rounding for F16). */
 static void colibri_kv_store(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos,
                              const float *row) {
     const colibri_hparams *hp = &ctx->model->hp;
-    int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
-    char *dst = colibri_kv_row(ctx, cache, seq, layer, pos);   /* dst: [K] of kv_dtype */
-    if (ctx->kv_dtype == COLIBRI_DTYPE_F16) {
-        uint16_t *h = (uint16_t *)dst;
-        for (int64_t i = 0; i < K; i++) h[i] = colibri_f32_to_f16(row[i]);
-    } else {
-        memcpy(dst, row, (size_t)K * sizeof(float));
-    }
+    colibri_type_traits_of(ctx->kv_dtype)->from_f32(row, colibri_kv_row(ctx, cache, seq, layer, pos),
+                                                    (int64_t)hp->n_head_kv * hp->head_dim);
 }
 
 /* y: [T, n] += bias (any dtype, [1, n]). */

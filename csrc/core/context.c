@@ -85,7 +85,7 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     colibri_scratch *s = &ctx->s;
 
     ctx->seq_len = colibri_arena_take(p, i32, S, 1, 1, 1);
-    size_t kv = ctx->kv_dtype == COLIBRI_DTYPE_F16 ? sizeof(uint16_t) : f;
+    size_t kv = (size_t)colibri_type_traits_of(ctx->kv_dtype)->block_bytes;   /* bytes per cache element */
     ctx->k_cache = colibri_arena_take(p, kv, S, L, C, K);
     ctx->v_cache = colibri_arena_take(p, kv, S, L, C, K);
     s->x = colibri_arena_take(p, f, T, D, 1, 1);

@@ -47,6 +47,7 @@ static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_r
  * share [lo, hi). A row's owner depends on the batch, its value never does. */
 static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_matmul_task *task = (const colibri_matmul_task *)arg;
+    const colibri_isa_table *isa = colibri_isa_active();
     int64_t lo, hi;
     colibri_range_split(task->total_work, ti, nt, &lo, &hi);
     int64_t offset = 0;   /* work before job j */
@@ -68,8 +69,7 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             if (job->w_up) {   /* the SwiGLU epilogue on this thread's rows */
                 colibri_rows_run(job->w_up, x, x_row_bytes, job->n, r0, r1, job->y_up, job->y_stride);
                 for (int32_t t = 0; t < job->n; t++) {
-                    colibri_isa_active()->silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0,
-                                                   r1 - r0);
+                    isa->silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0, r1 - r0);
                 }
             }
         }
