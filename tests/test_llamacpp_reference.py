@@ -5,20 +5,26 @@ in accumulation order and attention precision (llama.cpp keeps an F16 KV cache),
 are compared with a stated tolerance: max |Δ| <= 0.08 × max |logit| over each prompt (measured
 <= 0.052). Greedy continuations of 64 steps must agree token for token except where the two
 engines' picks are a near-tie in Colibri's own logits (margin <= 0.02 × max |logit|): from
-such a step on, the texts may legitimately part. Measured on these prompts: the two chat
-prompts agree for all 64 steps; the three plain ones part at near-ties (margins 0.0005, 0.04
-and 0.23 logits on a range of 20-30).
+such a step on, the texts may legitimately part.
+
+How far greedy texts agree is measured against llama.cpp's agreement with itself: its
+flash-attention path (the llama.cpp CLI's default on CPUs) against its default path in
+llama-cpp-python, same file, same threads. The two llama.cpp paths differ by a mean 0.11-0.23
+logits and part before 64 steps on most prompts, at the same near-ties where Colibri parts
+(measured on these 14 prompts: llama.cpp's two paths agree over 288 steps in total, Colibri and
+llama.cpp over 304). The test asks Colibri to agree with llama.cpp over at least 0.8× as many
+steps as llama.cpp agrees with itself.
 llama.cpp runs in a child process (its threads and ours never share a process).
 
 The size of that disagreement is the activations' quantization noise itself, not an error of
 either engine: against a third reference, transformers on the same file's dequantized weights
 (f32 activations, nothing quantized at run time), Colibri's mean |Δ| over the prompts is at most
-llama.cpp's (measured 0.190 against 0.205 logits, per prompt 0.69-1.19× llama.cpp's), and the
-two engines differ from each other by as much (0.15-0.26). Colibri's activation quantizer is
-ggml's reference one (1/d, round half away from zero); llama.cpp's x86 runtime multiplies by
-127/amax and rounds half to even, keeps K/V in f16, accumulates its blocks in FMA lanes —
-rounding Colibri's activations and K/V the same way (kv_type="f16") did not shrink the gap, so
-token-for-token agreement past the first near-tie would take ggml's arithmetic bit for bit.
+llama.cpp's, and the two engines differ from each other by as much. A one-ulp difference in one
+activation flips its rounding to the 8-bit grid (the x86 llama.cpp quantizer multiplies by
+127/amax and rounds half to even, ggml's reference and Colibri multiply by 1/d and round half
+away), that flip moves later activations by whole grid steps, and after a few layers the two
+engines carry independent quantization noise; token-for-token agreement past the first
+near-tie would take ggml's arithmetic bit for bit, its accumulation orders included.
 """
 from __future__ import annotations
 
@@ -39,13 +45,28 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python (the llama.cpp referen
                     ".ci/run installs it")
 
 NEAR_TIE = 0.02
+SELF_AGREEMENT = 0.8
+
+
+def _chat(question: str) -> str:
+    return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+
+
 PROMPTS = [
     "The capital of France is",
     "Once upon a time, in a small village by the sea,",
     "def fibonacci(n):\n    ",
-    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
-    "<|im_start|>system\nAnswer in one short English sentence.<|im_end|>\n<|im_start|>user\n"
-    "What is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    _chat("What is the capital of France?"),
+    "<|im_start|>system\nAnswer in one short English sentence.<|im_end|>\n" + _chat("What is the capital of France?"),
+    _chat("Name three primary colors."),
+    _chat("Write a haiku about the ocean."),
+    _chat("Give me a tip for learning Python."),
+    "The three laws of thermodynamics are",
+    "import numpy as np\n\n# Compute the mean of a list\n",
+    "In 1969, the first human to walk on the Moon was",
+    "The best way to make a cup of tea is",
+    _chat("Explain photosynthesis in two sentences."),
+    _chat("Why is the sky blue?"),
 ]
 STEPS = 64
 LOGIT_TOLERANCE = 0.08
@@ -56,20 +77,26 @@ import numpy as np
 import llama_cpp
 path, prompts_file, out_file, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 prompts = json.load(open(prompts_file))
-llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=2, logits_all=True, verbose=False)
 result = []
-for ids in prompts:
-    llm.reset()
-    llm.eval(ids)
-    logits = np.array(llm.scores[:len(ids)], dtype=np.float32)
-    greedy = []
-    for _ in range(steps):
-        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        greedy.append(token)
-        if token == llm.token_eos():
-            break
-        llm.eval([token])
-    result.append({"logits": logits.tolist(), "greedy": greedy})
+for flash_attn in (False, True):   # llama-cpp-python's default path, then the llama.cpp CLI's
+    llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=2, logits_all=True, verbose=False,
+                          flash_attn=flash_attn)
+    for i, ids in enumerate(prompts):
+        llm.reset()
+        llm.eval(ids)
+        greedy = []
+        for _ in range(steps):
+            token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            greedy.append(token)
+            if token == llm.token_eos():
+                break
+            llm.eval([token])
+        if not flash_attn:
+            logits = np.array(llm.scores[:len(ids)], dtype=np.float32)
+            result.append({"logits": logits.tolist(), "greedy": greedy})
+        else:
+            result[i]["greedy_flash_attn"] = greedy
+    del llm
 json.dump(result, open(out_file, "w"))
 """
 
@@ -125,6 +152,21 @@ def test_as_close_to_the_dequantized_model_as_llama_cpp(both):
     ratios = np.array(ours_err) / np.array(theirs_err)
     assert np.mean(ours_err) <= 1.1 * np.mean(theirs_err) and ratios.max() <= 1.5, (
         f"mean |Δ| from the dequantized model: colibri {np.round(ours_err, 3)}, llama.cpp {np.round(theirs_err, 3)}")
+
+
+def _agreed_steps(a: list[int], b: list[int], eos_ids) -> int:
+    """How many leading tokens two greedy texts share (EOS dropped)."""
+    a, b = [t for t in a if t not in eos_ids], [t for t in b if t not in eos_ids]
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def test_greedy_agrees_with_llama_cpp_as_often_as_llama_cpp_with_itself(both):
+    _, ours, reference, tok = both
+    colibri_llama = [_agreed_steps(o["greedy"], r["greedy"], tok.eos_ids) for o, r in zip(ours, reference)]
+    llama_llama = [_agreed_steps(r["greedy_flash_attn"], r["greedy"], tok.eos_ids) for r in reference]
+    assert sum(colibri_llama) >= SELF_AGREEMENT * sum(llama_llama), (
+        f"steps agreed per prompt: colibri~llama.cpp {colibri_llama}, "
+        f"llama.cpp flash-attention~default {llama_llama}")
 
 
 @pytest.mark.parametrize("i", range(len(PROMPTS)))
