@@ -16,20 +16,26 @@ static int64_t colibri_kv_elem(const colibri_context *ctx) {
     return colibri_type_traits_of(ctx->kv_dtype)->block_bytes;
 }
 
-/* The cached row of (seq, layer, pos) in a [n_seq, n_layer, n_ctx, K] cache. */
-static char *colibri_kv_row(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos) {
+/* The cached row [head_dim] of (seq, layer, kv_head, pos) in a
+ * [n_seq, n_layer, n_head_kv, n_ctx, head_dim] cache: one head's keys (or
+ * values) lie contiguous over the positions, so attention streams them. */
+static char *colibri_kv_row(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t kv_head,
+                            int32_t pos) {
     const colibri_hparams *hp = &ctx->model->hp;
-    int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
-    return (char *)cache + (((int64_t)seq * hp->n_layer + layer) * ctx->n_ctx + pos) * K * colibri_kv_elem(ctx);
+    int64_t head_rows = ((int64_t)seq * hp->n_layer + layer) * hp->n_head_kv + kv_head;
+    return (char *)cache + (head_rows * ctx->n_ctx + pos) * hp->head_dim * colibri_kv_elem(ctx);
 }
 
-/* Caches row: [K] f32 at (seq, layer, pos) in the cache's type (the type
- * table's narrowing: a copy for F32, rounding for F16). */
+/* Caches row: [n_head_kv * head_dim] f32 at (seq, layer, pos), one head row
+ * at a time, in the cache's type (the type table's narrowing: a copy for
+ * F32, rounding for F16). */
 static void colibri_kv_store(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos,
                              const float *row) {
     const colibri_hparams *hp = &ctx->model->hp;
-    colibri_type_traits_of(ctx->kv_dtype)->from_f32(row, colibri_kv_row(ctx, cache, seq, layer, pos),
-                                                    (int64_t)hp->n_head_kv * hp->head_dim);
+    colibri_from_f32_fn narrow = colibri_type_traits_of(ctx->kv_dtype)->from_f32;
+    for (int32_t h = 0; h < hp->n_head_kv; h++) {
+        narrow(row + (int64_t)h * hp->head_dim, colibri_kv_row(ctx, cache, seq, layer, h, pos), hp->head_dim);
+    }
 }
 
 /* y: [T, n] += bias (any dtype, [1, n]). */
@@ -85,17 +91,19 @@ static int32_t colibri_attention_first(const colibri_hparams *hp, int32_t pos) {
 /* A tile's queries share every key load: their scores come from one gemm
  * over the union of their key ranges (keys past a query's own range are
  * computed and ignored); each score is bitwise the one-query dot (the gemm
- * contract), so tiling never changes a result. Work items are dealt out
- * every nt-th: a causal prefill's later tiles cost more, so contiguous
- * shares would leave the first threads idle. */
+ * contract), so tiling never changes a result. Work items (tile, head) are
+ * dealt out by query group (the heads that share one KV head), every nt-th
+ * group: a group's heads read the same cached rows, which the second head
+ * finds in its thread's cache, and a causal prefill's later tiles cost more,
+ * so contiguous shares would leave the first threads idle. */
 static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_attention_task *task = (const colibri_attention_task *)arg;
     colibri_context *ctx = task->ctx;
     const colibri_hparams *hp = &ctx->model->hp;
     const colibri_batch *batch = task->batch;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;   /* K: the cache row stride */
-    int64_t elem = colibri_kv_elem(ctx), kv = ctx->kv_dtype;
+    int64_t Q = (int64_t)hp->n_head * hd, row_bytes = hd * colibri_kv_elem(ctx);   /* a cached head row */
+    int64_t kv = ctx->kv_dtype;
     float *scores = ctx->s.scores + (int64_t)ti * COLIBRI_ATTN_TILE * ctx->n_ctx;   /* scores: [tile, n_ctx] */
     const colibri_isa_table *isa = colibri_isa_active();
     int64_t item = 0;
@@ -103,16 +111,16 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
         end = colibri_attention_tile_end(batch, t);
         int32_t seq = batch->seq[t], lo = colibri_attention_first(hp, batch->pos[t]), hi = batch->pos[end - 1];
         for (int32_t head = 0; head < hp->n_head; head++, item++) {
-            if (item % nt != ti) continue;
+            if ((item / group) % nt != ti) continue;   /* item / group: the query group */
             int32_t kv_head = head / group;
             const float *q = ctx->s.q + (int64_t)t * Q + (int64_t)head * hd;   /* q: [end - t] rows of Q */
-            const char *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, lo) + kv_head * hd * elem;
-            const char *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, lo) + kv_head * hd * elem;
+            const char *k0 = colibri_kv_row(ctx, ctx->k_cache, seq, task->layer, kv_head, lo);   /* [hi-lo+1, hd] */
+            const char *v0 = colibri_kv_row(ctx, ctx->v_cache, seq, task->layer, kv_head, lo);
             /* scores[i, j] = k_(lo+j) . q_i */
             if (end - t == 1) {
-                isa->dot_rows[kv](k0, K * elem, q, hd, hi - lo + 1, scores);
+                isa->dot_rows[kv](k0, row_bytes, q, hd, hi - lo + 1, scores);
             } else {
-                isa->gemm[kv](k0, K * elem, q, Q * (int64_t)sizeof(float), hd, hi - lo + 1, end - t, scores,
+                isa->gemm[kv](k0, row_bytes, q, Q * (int64_t)sizeof(float), hd, hi - lo + 1, end - t, scores,
                               ctx->n_ctx);
             }
             for (int32_t i = 0; i < end - t; i++) {
@@ -122,7 +130,7 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
                 for (int32_t j = 0; j < n; j++) p[j] *= task->scale;
                 isa->softmax(p, n);
                 float *out = ctx->s.attn + (int64_t)(t + i) * Q + (int64_t)head * hd;   /* out: [hd] */
-                isa->weighted_sum[kv](out, p, v0 + first * K * elem, K, n, hd);   /* sum_j p_j v_j */
+                isa->weighted_sum[kv](out, p, v0 + first * row_bytes, hd, n, hd);   /* sum_j p_j v_j */
             }
         }
     }

@@ -134,8 +134,8 @@ struct colibri_context {
     size_t arena_bytes;     /* its mapped length */
     int huge_pages;         /* 1 if the kernel accepted MADV_HUGEPAGE for it */
     int32_t *seq_len;       /* seq_len: [n_seq] cached positions per sequence */
-    void *k_cache;          /* k_cache: [n_seq, n_layer, n_ctx, K] post-RoPE keys, kv_dtype */
-    void *v_cache;          /* v_cache: [n_seq, n_layer, n_ctx, K] values, kv_dtype */
+    void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype */
+    void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype */
     int32_t kv_dtype;       /* COLIBRI_DTYPE_F32 or COLIBRI_DTYPE_F16 */
     colibri_scratch s;
     struct colibri_profile *profile;   /* stage timers while profiling (colibri_profile_enable),
