@@ -87,10 +87,11 @@ def _last_json(command: list[str], timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, bandwidth: float) -> dict:
+def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, bandwidth: float,
+                kv_type: str) -> dict:
     return _last_json([sys.executable, "-m", "colibri", "bench", str(path), "-t", str(threads), "--prompt",
                        str(prompt), "--gen", str(gen), "--repeat", str(repeat), "--bandwidth", str(bandwidth),
-                       "--json"], timeout=900)
+                       "--kv-type", kv_type, "--json"], timeout=900)
 
 
 def reference_run(engine: str, path: Path, vocab: int, threads: int, prompt: int, gen: int, repeat: int,
@@ -184,7 +185,7 @@ def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int
             if reason is not None:
                 add({**base, "engine": "colibri", "skipped": f"not yet ({reason})"})
             else:
-                result = colibri_run(path, t, prompt, gen, args.repeat, bandwidth[t])
+                result = colibri_run(path, t, prompt, gen, args.repeat, bandwidth[t], args.kv_type)
                 bytes_per_token[key] = result.get("bytes_per_token", 0)
                 add({**base, "engine": "colibri", **result})
             if key.startswith("gguf"):
@@ -210,6 +211,8 @@ def main() -> None:
     p.add_argument("--shapes", default=",".join(models.SHAPES))
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--kv-type", choices=["f16", "f32"], default="f16",
+                   help="Colibri's KV cache type (default f16: the type of llama.cpp's default cache)")
     p.add_argument("--transformers-max-gb", type=float, default=8.0,
                    help="run transformers only when the bf16 weights are at most this big")
     p.add_argument("--quick", action="store_true", help="a pipeline check: 32-token prompt, 4 tokens, 1 round")
