@@ -6,10 +6,10 @@
  * asked for, touched before timing) two ways, and the faster counts: as
  * 64-bit words folded into 8 independent XOR chains (one load per word, no
  * arithmetic that could bound it), and through the active ISA's BF16
- * dot_rows kernel, whose software prefetch runs 8 KiB ahead of 4 rows at a
- * time. Measured on a 2-core AMD EPYC VM: the plain loop 24 GB/s with 1
- * thread and 46-48 with 2, the kernel 31 and 38-39 — one core alone reaches
- * DRAM's full rate only with the prefetch, two cores only without it.
+ * dot_rows kernel, whose software prefetch sweeps 8 KiB ahead (isa.h).
+ * Measured on a 2-core AMD EPYC VM, one process, alternating: the plain loop
+ * 22-24 GB/s with 1 thread and 44-45 with 2, the kernel 34-35 and 44-46 —
+ * one core alone reaches DRAM's full rate only with the prefetch.
  */
 #define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
 #define _POSIX_C_SOURCE 199309L   /* clock_gettime */

@@ -25,9 +25,6 @@
 #include "../isa.h"
 #include "../quant.h"
 
-/* Whether block b's bytes are prefetched: one prefetch per 64 bytes or less. */
-#define COLIBRI_PREFETCH_BLOCK(WBLOCK, b) (2 * sizeof(WBLOCK) > 64 || ((b) & 1) == 0)
-
 /* The 4 totals of s0..s3 (each 8 int32 lanes), in row order. */
 static inline __m128i colibri_hsum4_epi32(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
@@ -59,14 +56,14 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
     _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m), _mm_set1_ps(_cvtsh_ss((a)->s))))
 
 #define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)            \
-    static void NAME(const char *const w[4], const char *const ahead[4], const void *xv,    \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv,             \
                      int64_t n, float out[4]) {                                             \
         const ABLOCK *a = (const ABLOCK *)xv;                    /* a: [n/32] */            \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
-            if (COLIBRI_PREFETCH_BLOCK(WBLOCK, b)) for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
             __m256i shared = SHARED(av);                                                    \
             __m128i isum = colibri_hsum4_epi32(MAC(PREP(&w0[b]), av, shared), MAC(PREP(&w1[b]), av, shared), \
@@ -97,13 +94,13 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
  * one-row core's, so out[t][r] is bitwise the reference dot. The 4 token
  * accumulators are named, not an array, so they stay in registers. */
 #define COLIBRI_X86_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)       \
-    static void NAME(const char *const w[4], const char *const ahead[4], const char *const x[4], \
+    static void NAME(const char *const w[4], const char *ahead, const char *const x[4],    \
                      int64_t n, float out[4][4]) {                                          \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc0 = _mm_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;  /* [4] rows each */ \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
-            if (COLIBRI_PREFETCH_BLOCK(WBLOCK, b)) for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK)); \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK)); \
             __m256i p0 = PREP(&w0[b]), p1 = PREP(&w1[b]), p2 = PREP(&w2[b]), p3 = PREP(&w3[b]); \
             __m128 dw = COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d);                    \
             COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[0], acc0);           \

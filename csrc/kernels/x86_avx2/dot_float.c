@@ -1,7 +1,7 @@
 /*
  * x86_avx2/dot_float.c — F32 / F16 / BF16 weight rows · f32 activations with
  * AVX2 (+F16C), 4 rows at a time sharing the activation loads (ELEM: bytes
- * per weight element, for the prefetch of the group ahead).
+ * per weight element, for the prefetch of the group ahead, isa.h).
  *
  * Bitwise equal to the reference (dot.c): one 8-lane accumulator per row is
  * exactly the reference's acc[0..7], updated with a separate multiply and add
@@ -17,19 +17,15 @@
 #include "../kernels.h"
 #include "float_load.h"
 
-/* out[r] = w[r] . x for 4 rows; see the file comment for the order. AHEAD:
- * prefetch the group ahead (F16 / BF16), or leave F32's rows to the hardware
- * prefetcher — on a 2-core AMD EPYC VM, one thread from DRAM: F32 29.6 GB/s
- * without, 26.3 with (on a Xeon the prefetch had gained 15.0 → 15.5); F16 /
- * BF16 26-28 without, 31-33 with. */
-#define COLIBRI_AVX2_FLOAT_CORE(NAME, LOAD8, LOAD1, ELEM, AHEAD)                        \
-    static void NAME(const char *const w[4], const char *const ahead[4], const void *xv,   \
+/* out[r] = w[r] . x for 4 rows; see the file comment for the order. */
+#define COLIBRI_AVX2_FLOAT_CORE(NAME, LOAD8, LOAD1, ELEM)                                  \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv,            \
                      int64_t n, float out[4]) {                                            \
         const float *x = (const float *)xv;                                                \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;          \
         int64_t i = 0;                                                                     \
         for (; i + 8 <= n; i += 8) {                                                       \
-            if (AHEAD) for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + (ELEM) * i);   \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * (ELEM) * i, 32 * (ELEM));                     \
             __m256 xi = _mm256_loadu_ps(x + i);                                            \
             acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(LOAD8(w[0], i), xi));                 \
             acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(LOAD8(w[1], i), xi));                 \
@@ -46,9 +42,9 @@
         }                                                                                  \
     }
 
-COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_f32_avx2, colibri_load8_f32, colibri_load1_f32, 4, 0)
-COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_f16_avx2, colibri_load8_f16, colibri_load1_f16, 2, 1)
-COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_bf16_avx2, colibri_load8_bf16, colibri_load1_bf16, 2, 1)
+COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_f32_avx2, colibri_load8_f32, colibri_load1_f32, 4)
+COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_f16_avx2, colibri_load8_f16, colibri_load1_f16, 2)
+COLIBRI_AVX2_FLOAT_CORE(colibri_dot4_bf16_avx2, colibri_load8_bf16, colibri_load1_bf16, 2)
 
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f32_avx2, colibri_dot4_f32_avx2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f16_avx2, colibri_dot4_f16_avx2)

@@ -78,7 +78,7 @@ static inline __m256 colibri_halves_ps(float lo, float hi) {
  * C: the weight offset (8 for Q4_0, 0 for Q4_1) whose -C·sum(a) starts each
  * block's sum; OFFSET2: the Q4_1 term. Same contract as the 256-bit core. */
 #define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, ABLOCK, C, OFFSET2)                                    \
-    static void NAME(const char *const w[4], const char *const ahead[4], const void *xv, int64_t n,    \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n,             \
                      float out[4]) {                                                                    \
         const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                         \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
@@ -88,7 +88,7 @@ static inline __m256 colibri_halves_ps(float lo, float hi) {
         for (int64_t b = 0; b < nb; b += 2) {                                                           \
             int pair = b + 1 < nb;                                                                      \
             int64_t b1 = pair ? b + 1 : b;   /* an odd last block reads itself twice, unused */         \
-            for (int j = 0; j < 4; j++) COLIBRI_PREFETCH(ahead[j] + b * (int64_t)sizeof(WBLOCK));       \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));         \
             __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[b].qs)), \
                                             _mm256_loadu_si256((const __m256i *)a[b1].qs), 1);          \
             __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),                                    \
