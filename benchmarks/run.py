@@ -142,12 +142,13 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
     type and threads) or, for the bf16 directory, to transformers bf16; machine load is the
     1-minute load average when the measurement ended (2 = both cores busy)."""
     head = ("| shape | engine | weights | threads | load s | prefill tok/s | decode tok/s | p50 ms | p99 ms | "
-            "peak RSS GiB | read/token MiB | % roofline | decode ratio | prefill ratio | machine load |")
-    out = [head, "|" + "---|" * 15]
+            "peak RSS GiB | read/token MiB | % roofline | KV/token MiB | % roofline w/ KV | decode ratio | "
+            "prefill ratio | machine load |")
+    out = [head, "|" + "---|" * 17]
     for r in rows:
         if "error" in r or "skipped" in r:
             out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r.get('threads', '')} | "
-                       f"{r.get('skipped') or r['error']} |" + " |" * 10)
+                       f"{r.get('skipped') or r['error']} |" + " |" * 12)
             continue
         peer = None
         if r["engine"] == "colibri":
@@ -155,12 +156,14 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
                                          else ("llama.cpp", "gguf-" + r["weights"].split("-")[1]))
             peer = next((p for p in rows if p["shape"] == r["shape"] and p["engine"] == peer_engine
                          and p["weights"] == peer_weights and p.get("threads") == r["threads"]), None)
-        bpt = r["bytes_per_token"]
+        bpt, kv = r["bytes_per_token"], r.get("kv_bytes_per_token", 0)
         roof = 100 * bpt * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
+        roof_kv = 100 * (bpt + kv) * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
         note = " (vs transformers)" if peer and peer["engine"] == "transformers" else ""
         out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r['threads']} | {r['load_s']:.2f} | "
                    f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
-                   f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {roof:.0f}% | "
+                   f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {roof:.0f}% | {kv / (1 << 20):.1f} | "
+                   f"{roof_kv:.0f}% | "
                    f"{_ratio(r, peer, 'decode_tok_s')}{note} | {_ratio(r, peer, 'prefill_tok_s')} | "
                    f"{r['load_1min']:.1f} |")
     return out
@@ -176,6 +179,7 @@ def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int
         drop_page_cache()
     prompt, gen = (32, 4) if args.quick else RUN_LENGTHS[shape_name]
     bytes_per_token: dict[str, int] = {}          # from Colibri's run on the same file
+    kv_f16_bytes: dict[str, int] = {}             # its KV bytes per decode step, as an f16 cache
     system_info = ""
     for key, path in paths.items():
         warm(path)
@@ -187,17 +191,21 @@ def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int
             else:
                 result = colibri_run(path, t, prompt, gen, args.repeat, bandwidth[t], args.kv_type)
                 bytes_per_token[key] = result.get("bytes_per_token", 0)
+                kv_f16_bytes[key] = result.get("kv_bytes_per_token", 0) * 2 // {"f16": 2, "f32": 4}.get(
+                    result.get("kv_type", "f16"), 2)
                 add({**base, "engine": "colibri", **result})
             if key.startswith("gguf"):
                 result = reference_run("llama.cpp", path, s.config.vocab_size, t, prompt, gen, args.repeat, "bf16")
                 system_info = result.get("system_info", system_info)
-                add({**base, "engine": "llama.cpp", **result, "bytes_per_token": bytes_per_token.get(key, 0)})
+                add({**base, "engine": "llama.cpp", **result, "bytes_per_token": bytes_per_token.get(key, 0),
+                     "kv_bytes_per_token": kv_f16_bytes.get(key, 0)})   # llama.cpp's default cache: f16
             if key == "hf-bf16":
                 for dtype, scale in (("bf16", 1), ("f32", 2)):
                     result = reference_run("transformers", path, s.config.vocab_size, t, prompt, gen,
                                            args.repeat, dtype)
                     add({**base, "engine": "transformers", "weights": f"hf-{dtype}", **result,
-                         "bytes_per_token": scale * bytes_per_token.get(key, 0)})
+                         "bytes_per_token": scale * bytes_per_token.get(key, 0),
+                         "kv_bytes_per_token": scale * kv_f16_bytes.get(key, 0)})
     if not fits:
         add(dict(shape=shape_name, engine="transformers", weights="hf-bf16",
                  skipped=f"not run: {bf16_gb:.1f} GB of bf16 weights > --transformers-max-gb "

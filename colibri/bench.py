@@ -53,8 +53,10 @@ class BenchResult:
     p99_ms: float
     peak_rss_bytes: int
     bytes_per_token: int          # weight bytes one decode step reads
+    kv_bytes_per_token: int       # KV cache bytes one decode step reads, mean over the decode
     read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads
     roofline_fraction: float      # bytes_per_token * decode_tok_s / read bandwidth
+    roofline_kv_fraction: float   # the same with the KV bytes counted too
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
     kv_type: str                  # the KV cache's element type, "f32" or "f16"
     profile: StepProfile | None = None
@@ -154,6 +156,17 @@ class _Profiler:
 
 
 # ---- the benchmark -------------------------------------------------------------
+def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> int:
+    """The KV cache bytes a decode step reads, averaged over gen_tokens steps after a
+    prompt_tokens prompt: step i attends prompt + i + 1 positions (at most the sliding
+    window), each holding K and V of every layer in kv_type."""
+    elem = {"f32": 4, "f16": 2}[kv_type]
+    per_position = 2 * config.num_layers * config.num_kv_heads * config.head_dim * elem
+    window = config.sliding_window or prompt_tokens + gen_tokens
+    attended = sum(min(prompt_tokens + i + 1, window) for i in range(gen_tokens))
+    return round(per_position * attended / gen_tokens)
+
+
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
         profile_layers: bool = False, seed: int = 0, kv_type: str = "f32") -> BenchResult:
@@ -201,14 +214,16 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
     peak = peak_rss_bytes()
     bandwidth = bandwidth_gb_s or measure_read_bandwidth(threads_used)
     decode = statistics.median(decode_rates)
+    kv_bytes = kv_read_bytes(c, kv_used, prompt_tokens, gen_tokens)
     lat_ms = np.array(latencies) * 1e3                                                # [repeat * gen]
     return BenchResult(
         model=str(path), architecture=c.architecture, isa=colibri_isa(), threads=threads_used,
         prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, repeat=repeat, load_s=load_s,
         prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=decode,
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
-        peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, read_bandwidth_gb_s=bandwidth,
-        roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9), huge_pages=huge_pages,
+        peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, kv_bytes_per_token=kv_bytes,
+        read_bandwidth_gb_s=bandwidth, roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9),
+        roofline_kv_fraction=(summary.bytes_per_token + kv_bytes) * decode / (bandwidth * 1e9), huge_pages=huge_pages,
         kv_type=kv_used,
         profile=step_profile)
 
@@ -229,6 +244,8 @@ def report_lines(r: BenchResult) -> list[str]:
         ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"),
         ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
                            f"{100 * r.roofline_fraction:.1f}% of the {r.read_bandwidth_gb_s:.2f} GB/s read bandwidth"),
+        ("KV read per token", f"{human_bytes(r.kv_bytes_per_token)} ({r.kv_type}, mean over the decode) -> weights "
+                              f"and KV {100 * r.roofline_kv_fraction:.1f}% of the read bandwidth"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{key:<{width}}  {value}" for key, value in rows]

@@ -40,13 +40,37 @@ def test_json_has_every_required_field(tiny_path):
     assert "profile" not in result
     assert result["huge_pages"] is _thp_available()
     assert result["kv_type"] == "f32"
+    # K and V of every layer in f32, for the 17..24 positions the 8 decode steps attend
+    import colibri
+
+    with colibri.load(tiny_path) as m:
+        c = m.config
+    per_position = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
+    assert result["kv_bytes_per_token"] == round(per_position * sum(range(17, 25)) / 8)
+    assert result["roofline_kv_fraction"] == pytest.approx(
+        result["roofline_fraction"] * (1 + result["kv_bytes_per_token"] / result["bytes_per_token"]))
 
 
 def test_f16_kv_cache_option(tiny_path):
     proc = _bench(tiny_path, *SMALL_RUN, "-t", "1", "--kv-type", "f16", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["kv_type"] == "f16"
-    assert "f16 KV" in proc.stdout
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["kv_type"] == "f16"
+    assert "f16 KV" in proc.stdout and "KV read per token" in proc.stdout
+    f32 = json.loads(_bench(tiny_path, *SMALL_RUN, "-t", "1", "--json").stdout.strip().splitlines()[-1])
+    assert 2 * result["kv_bytes_per_token"] == f32["kv_bytes_per_token"]
+
+
+def test_kv_read_bytes_counts_the_sliding_window():
+    from types import SimpleNamespace
+
+    from colibri.bench import kv_read_bytes
+
+    c = SimpleNamespace(num_layers=2, num_kv_heads=3, head_dim=8, sliding_window=0)
+    per_position = 2 * 2 * 3 * 8 * 2   # K and V, f16
+    assert kv_read_bytes(c, "f16", 4, 2) == per_position * (5 + 6) // 2
+    c.sliding_window = 5   # steps at positions 4 and 5 attend 5 positions each
+    assert kv_read_bytes(c, "f16", 4, 2) == per_position * 5
 
 
 def _thp_available() -> bool:
