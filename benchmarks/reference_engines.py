@@ -6,7 +6,8 @@ Colibri, in this (fresh) process, and print one JSON object as the last line.
 
 Same protocol as colibri.bench: seeded random prompt ids, `repeat` rounds of prefill from an
 empty cache then greedy decoding (argmax in numpy, timed with the step), medians over rounds,
-p50/p99 over every decode step, peak RSS of the process.
+p50/p99 over every decode step, peak RSS of the process, then the machine's read bandwidth
+probed in this process (colibri's probe, as `colibri bench` does after its measurement).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 
 import numpy as np
 
-from colibri.bench import peak_rss_bytes
+from colibri.bench import measure_read_bandwidth, peak_rss_bytes
 
 
 def _without_amx(capi) -> None:
@@ -116,11 +117,13 @@ def measure(engine_name: str, path: str, *, vocab: int, threads: int, prompt_tok
         decode_rates.append(gen_tokens / sum(steps))
         latencies += steps
     lat_ms = np.array(latencies) * 1e3                                          # [repeat * gen]
+    peak = peak_rss_bytes()   # before the probe's buffer
     return dict(engine=engine_name, model=path, dtype=dtype, threads=threads, prompt_tokens=prompt_tokens,
                 gen_tokens=gen_tokens, repeat=repeat, load_s=load_s,
                 prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=statistics.median(decode_rates),
                 p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
-                peak_rss_bytes=peak_rss_bytes(), system_info=engine.system_info)
+                peak_rss_bytes=peak, read_bandwidth_gb_s=measure_read_bandwidth(threads),
+                system_info=engine.system_info)
 
 
 def main() -> None:

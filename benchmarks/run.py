@@ -3,7 +3,9 @@
     python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 3]
 
 1. measures the machine's read bandwidth (colibri_read_bandwidth: a 1 GiB buffer read by
-   1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting);
+   1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting), and
+   again in every measuring process right after its measurement: that row's % of roofline
+   divides by the bandwidth of its own minutes, since this VM's bandwidth drifts;
 2. writes the random-weight models it lacks (benchmarks/models.py): a small Mixtral and
    OLMoE-1B-7B, as GGUF and Colibri-native at q8_0 and q4_0, plus a bf16 Hugging Face
    directory where transformers fits in memory;
@@ -88,11 +90,11 @@ def _last_json(command: list[str], timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, bandwidth: float,
-                kv_type: str) -> dict:
+def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, kv_type: str) -> dict:
+    """`colibri bench --json`; it probes the read bandwidth itself, right after measuring."""
     return _last_json([sys.executable, "-m", "colibri", "bench", str(path), "-t", str(threads), "--prompt",
-                       str(prompt), "--gen", str(gen), "--repeat", str(repeat), "--bandwidth", str(bandwidth),
-                       "--kv-type", kv_type, "--json"], timeout=900)
+                       str(prompt), "--gen", str(gen), "--repeat", str(repeat), "--kv-type", kv_type, "--json"],
+                      timeout=900)
 
 
 def reference_run(engine: str, path: Path, vocab: int, threads: int, prompt: int, gen: int, repeat: int,
@@ -140,16 +142,18 @@ def _ratio(a: dict, b: dict | None, key: str) -> str:
 
 def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
     """Markdown rows: one per measurement; ratios of each Colibri row to llama.cpp (same file
-    type and threads) or, for the bf16 directory, to transformers bf16; machine load is the
-    1-minute load average when the measurement ended (2 = both cores busy)."""
+    type and threads) or, for the bf16 directory, to transformers bf16; % roofline against the
+    bandwidth its own process probed right after measuring (the run's first probe when a row
+    has none); machine load is the 1-minute load average when the measurement ended (2 = both
+    cores busy)."""
     head = ("| shape | engine | weights | threads | load s | prefill tok/s | decode tok/s | p50 ms | p99 ms | "
-            "peak RSS GiB | read/token MiB | % roofline | KV/token MiB | % roofline w/ KV | decode ratio | "
-            "prefill ratio | machine load |")
-    out = [head, "|" + "---|" * 17]
+            "peak RSS GiB | read/token MiB | KV/token MiB | bandwidth GB/s | % roofline | % roofline w/ KV | "
+            "decode ratio | prefill ratio | machine load |")
+    out = [head, "|" + "---|" * 18]
     for r in rows:
         if "error" in r or "skipped" in r:
             out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r.get('threads', '')} | "
-                       f"{r.get('skipped') or r['error']} |" + " |" * 12)
+                       f"{r.get('skipped') or r['error']} |" + " |" * 13)
             continue
         peer = None
         if r["engine"] == "colibri":
@@ -158,20 +162,21 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
             peer = next((p for p in rows if p["shape"] == r["shape"] and p["engine"] == peer_engine
                          and p["weights"] == peer_weights and p.get("threads") == r["threads"]), None)
         bpt, kv = r["bytes_per_token"], r.get("kv_bytes_per_token", 0)
-        roof = 100 * bpt * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
-        roof_kv = 100 * (bpt + kv) * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
+        bw = r.get("read_bandwidth_gb_s") or bandwidth[r["threads"]]
+        roof = 100 * bpt * r["decode_tok_s"] / (bw * 1e9)
+        roof_kv = 100 * (bpt + kv) * r["decode_tok_s"] / (bw * 1e9)
         note = " (vs transformers)" if peer and peer["engine"] == "transformers" else ""
         out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r['threads']} | {r['load_s']:.2f} | "
                    f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
-                   f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {roof:.0f}% | {kv / (1 << 20):.1f} | "
-                   f"{roof_kv:.0f}% | "
+                   f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {kv / (1 << 20):.1f} | {bw:.1f} | "
+                   f"{roof:.0f}% | {roof_kv:.0f}% | "
                    f"{_ratio(r, peer, 'decode_tok_s')}{note} | {_ratio(r, peer, 'prefill_tok_s')} | "
                    f"{r['load_1min']:.1f} |")
     return out
 
 
 # ---- the run --------------------------------------------------------------------------------
-def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int, float], add) -> str:
+def measure_shape(shape_name: str, args, threads: list[int], add) -> str:
     """Every measurement of one shape, each passed to add(row) as it finishes; llama.cpp's system info."""
     s = models.shape(shape_name)
     fits, bf16_gb = transformers_fits(s, args.transformers_max_gb)
@@ -190,7 +195,7 @@ def measure_shape(shape_name: str, args, threads: list[int], bandwidth: dict[int
             if reason is not None:
                 add({**base, "engine": "colibri", "skipped": f"not yet ({reason})"})
             else:
-                result = colibri_run(path, t, prompt, gen, args.repeat, bandwidth[t], args.kv_type)
+                result = colibri_run(path, t, prompt, gen, args.repeat, args.kv_type)
                 bytes_per_token[key] = result.get("bytes_per_token", 0)
                 kv_f16_bytes[key] = result.get("kv_bytes_per_token", 0) * 2 // {"f16": 2, "f32": 4}.get(
                     result.get("kv_type", "f16"), 2)
@@ -246,7 +251,7 @@ def main() -> None:
 
     system_info = ""
     for shape_name in args.shapes.split(","):
-        system_info = measure_shape(shape_name, args, threads, bandwidth, add) or system_info
+        system_info = measure_shape(shape_name, args, threads, add) or system_info
     lines = table(rows, bandwidth)
     print("\n".join(lines))
     print(f"llama.cpp: {system_info}")
