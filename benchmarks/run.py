@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import models  # noqa: E402  (benchmarks/models.py)
+from colibri.summary import KV_ELEM_BYTES  # noqa: E402
 
 # Per shape: prompt and decode lengths (prefill-512 on both shapes, as the targets are stated;
 # the whole run takes about 10 minutes on 2 cores).
@@ -197,8 +198,8 @@ def measure_shape(shape_name: str, args, threads: list[int], add) -> str:
             else:
                 result = colibri_run(path, t, prompt, gen, args.repeat, args.kv_type)
                 bytes_per_token[key] = result.get("bytes_per_token", 0)
-                kv_f16_bytes[key] = result.get("kv_bytes_per_token", 0) * 2 // {"f16": 2, "f32": 4}.get(
-                    result.get("kv_type", "f16"), 2)
+                kv_f16_bytes[key] = (result.get("kv_bytes_per_token", 0) * KV_ELEM_BYTES["f16"]
+                                     // KV_ELEM_BYTES[result.get("kv_type", "f16")])
                 add({**base, "engine": "colibri", **result})
             if key.startswith("gguf"):
                 result = reference_run("llama.cpp", path, s.config.vocab_size, t, prompt, gen, args.repeat, "bf16")

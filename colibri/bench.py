@@ -160,8 +160,9 @@ def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> 
     """The KV cache bytes a decode step reads, averaged over gen_tokens steps after a
     prompt_tokens prompt: step i attends prompt + i + 1 positions (at most the sliding
     window), each holding K and V of every layer in kv_type."""
-    elem = {"f32": 4, "f16": 2}[kv_type]
-    per_position = 2 * config.num_layers * config.num_kv_heads * config.head_dim * elem
+    from .summary import kv_bytes_per_position
+
+    per_position = kv_bytes_per_position(config, kv_type)
     window = config.sliding_window or prompt_tokens + gen_tokens
     attended = sum(min(prompt_tokens + i + 1, window) for i in range(gen_tokens))
     return round(per_position * attended / gen_tokens)

@@ -19,6 +19,14 @@ class Summary:
     dtypes: dict[str, int]      # dtype -> tensor count
 
 
+KV_ELEM_BYTES = {"f32": 4, "f16": 2}   # bytes of one KV cache element, by kv_type
+
+
+def kv_bytes_per_position(config, kv_type: str = "f32") -> int:
+    """K and V of every layer at one cached position, in kv_type."""
+    return 2 * config.num_layers * config.num_kv_heads * config.head_dim * KV_ELEM_BYTES[kv_type]
+
+
 def summarize(model) -> Summary:
     c = model.config
     total = active = nbytes = read = 0
@@ -38,8 +46,7 @@ def summarize(model) -> Summary:
                 read += size                      # the whole table again as lm_head
         else:
             read += round(size * share)
-    kv = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4
-    return Summary(total, active, nbytes, read, kv, dict(dtypes))
+    return Summary(total, active, nbytes, read, kv_bytes_per_position(c), dict(dtypes))
 
 
 def human_bytes(n: float) -> str:
