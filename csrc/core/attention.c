@@ -27,12 +27,12 @@ static char *colibri_kv_row(const colibri_context *ctx, void *cache, int32_t seq
 }
 
 /* Caches row: [n_head_kv * head_dim] f32 at (seq, layer, pos), one head row
- * at a time, in the cache's type (the type table's narrowing: a copy for
- * F32, rounding for F16). */
+ * at a time, in the cache's type (the ISA table's narrowing, bitwise the
+ * type table's: a copy for F32, rounding to nearest even for F16). */
 static void colibri_kv_store(const colibri_context *ctx, void *cache, int32_t seq, int32_t layer, int32_t pos,
                              const float *row) {
     const colibri_hparams *hp = &ctx->model->hp;
-    colibri_from_f32_fn narrow = colibri_type_traits_of(ctx->kv_dtype)->from_f32;
+    void (*narrow)(const float *, void *, int64_t) = colibri_isa_active()->kv_from_f32[ctx->kv_dtype];
     for (int32_t h = 0; h < hp->n_head_kv; h++) {
         narrow(row + (int64_t)h * hp->head_dim, colibri_kv_row(ctx, cache, seq, layer, h, pos), hp->head_dim);
     }

@@ -53,6 +53,7 @@ const colibri_isa_table colibri_isa_scalar = {
     colibri_quantize_row_q8_0,
     colibri_quantize_row_q8_1,
     {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
+    {colibri_f32_row_from_f32, colibri_f16_row_from_f32},
     colibri_softmax_apply,
     colibri_silu_mul,
 };

@@ -55,6 +55,9 @@ typedef struct colibri_isa_table {
     colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
     colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
     colibri_weighted_sum_fn weighted_sum[2];          /* attention's value sum, by KV dtype (F32, F16) */
+    /* a row narrowed into the KV cache's type (F32, F16), bitwise quant.h's
+     * colibri_f32_row_from_f32 / colibri_f16_row_from_f32 */
+    void (*kv_from_f32[2])(const float *src, void *dst, int64_t n);
     void (*softmax)(float *x, int64_t n);             /* colibri_softmax_apply, bitwise */
     void (*silu_mul)(float *g, const float *u, int64_t n);   /* colibri_silu_mul, bitwise */
 } colibri_isa_table;
@@ -207,6 +210,8 @@ void colibri_weighted_sum_f16_avx512(float *restrict out, const float *restrict 
 /* colibri_sum_f32 (kernels.h) with AVX2, bitwise; both softmax versions use it. */
 float colibri_sum_f32_avx2(const float *x, int64_t n);
 void colibri_softmax_avx2(float *x, int64_t n);
+void colibri_f16_row_from_f32_avx2(const float *src, void *dst, int64_t n);
+void colibri_f16_row_from_f32_neon(const float *src, void *dst, int64_t n);
 void colibri_softmax_avx512(float *x, int64_t n);
 void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);
 void colibri_silu_mul_avx512(float *g, const float *u, int64_t n);

@@ -152,7 +152,7 @@ static void colibri_f32_row_to_f32(const void *src, float *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void colibri_f32_row_from_f32(const float *src, void *dst, int64_t n) {
+void colibri_f32_row_from_f32(const float *src, void *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
@@ -161,7 +161,7 @@ static void colibri_f16_row_to_f32(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = colibri_f16_to_f32(s[i]);
 }
 
-static void colibri_f16_row_from_f32(const float *src, void *dst, int64_t n) {
+void colibri_f16_row_from_f32(const float *src, void *dst, int64_t n) {
     uint16_t *d = (uint16_t *)dst;
     for (int64_t i = 0; i < n; i++) d[i] = colibri_f32_to_f16(src[i]);
 }

@@ -118,6 +118,11 @@ void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n);
         }                                                                                      \
     }
 
+/* ---- narrow f32 rows (the type table's from_f32 of F32 and F16) -------------
+ * dst: [n] of the type; f16 by colibri_f32_to_f16 (round to nearest even). */
+void colibri_f32_row_from_f32(const float *src, void *dst, int64_t n);
+void colibri_f16_row_from_f32(const float *src, void *dst, int64_t n);
+
 /* ---- dequantize: y[j] = the formula above, exactly, in f32 ------------------ */
 void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n);
 void colibri_dequantize_row_q4_0(const void *src, float *y, int64_t n);

@@ -1,5 +1,6 @@
 /* x86_avx2/isa.c — the AVX2 (+FMA, F16C) kernel table. */
 #include "../isa.h"
+#include "../quant.h"
 
 const colibri_isa_table colibri_isa_avx2 = {
     "avx2",
@@ -23,6 +24,7 @@ const colibri_isa_table colibri_isa_avx2 = {
     colibri_quantize_q8_0_avx2,
     colibri_quantize_q8_1_avx2,
     {colibri_weighted_sum_f32_avx2, colibri_weighted_sum_f16_avx2},
+    {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},
     colibri_softmax_avx2,
     colibri_silu_mul_avx2,
 };

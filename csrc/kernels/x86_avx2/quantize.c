@@ -4,6 +4,7 @@
  * the rounding and NaN rules are those of x86_avx512/quantize.c:
  * max_ps(|x|, m) keeps m for a NaN |x|; q = trunc + (frac >= 0.5) -
  * (frac <= -0.5), clamped to ±127, NaN to 0; scalar f16 scales.
+ * Also f32 rows narrowed to f16 for the KV cache (F16C).
  */
 #include <immintrin.h>
 
@@ -49,3 +50,17 @@ static inline float colibri_q8_block_avx2(const float *x, int8_t *qs, int32_t *s
 }
 
 COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_avx2, colibri_quantize_q8_1_avx2, colibri_q8_block_avx2)
+
+/* dst: [n] f16 = src: [n] rounded to nearest even, 8 at a time by F16C's
+ * vcvtps2ph with the rounding given in the instruction (MXCSR plays no part),
+ * bitwise colibri_f32_to_f16: subnormal results kept, overflow to inf, a NaN
+ * quieted with its top payload bits and sign, as the reference does. */
+void colibri_f16_row_from_f32_avx2(const float *src, void *dst, int64_t n) {
+    uint16_t *d = (uint16_t *)dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)(d + i), h);
+    }
+    for (; i < n; i++) d[i] = colibri_f32_to_f16(src[i]);
+}

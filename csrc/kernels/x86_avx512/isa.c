@@ -7,6 +7,7 @@
  * but use AVX-512's 32 registers for a 4 × 4 tile (gemm_float.c).
  */
 #include "../isa.h"
+#include "../quant.h"
 
 const colibri_isa_table colibri_isa_avx512 = {
     "avx512",
@@ -30,6 +31,7 @@ const colibri_isa_table colibri_isa_avx512 = {
     colibri_quantize_q8_0_avx512,
     colibri_quantize_q8_1_avx512,
     {colibri_weighted_sum_f32_avx512, colibri_weighted_sum_f16_avx512},
+    {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},
     colibri_softmax_avx512,
     colibri_silu_mul_avx512,
 };
