@@ -13,8 +13,12 @@
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
+ *   - the KV cache's f16 narrowing: bitwise colibri_f32_to_f16 on every
+ *     f32 exponent with several mantissas, both signs, each side of every
+ *     rounding tie, f16 subnormals, overflow, ±inf and NaN payloads;
  *   - attention's weighted sum over f32 and f16 rows: bitwise the reference for column counts
- *     around every vector width, 1..300 rows, a row stride wider than a row;
+ *     around every vector width up to 256, 1..300 rows (around every row tile), a row stride
+ *     wider than a row;
  *   - softmax and SiLU·up (colibri_expf inside): bitwise the reference on
  *     lengths around every vector width, values from -120 to 100 (under- and
  *     overflowing exp), ±inf and NaN;
@@ -277,9 +281,9 @@ static void test_quantizers(const colibri_isa_table *isa) {
 }
 
 static void test_weighted_sum(const colibri_isa_table *isa) {
-    static const int64_t cols[] = {1, 7, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 129};
-    static const int32_t counts[] = {1, 2, 5, 300};
-    enum { MAX_J = 300, MAX_C = 129, STRIDE = MAX_C + 3 };
+    static const int64_t cols[] = {1, 7, 8, 9, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 129, 200, 256};
+    static const int32_t counts[] = {1, 2, 5, 31, 32, 33, 300};   /* around the x86 kernels' row tile of 32 */
+    enum { MAX_J = 300, MAX_C = 256, STRIDE = MAX_C + 3 };
     static float rows[MAX_J * STRIDE], w[MAX_J], want[MAX_C], got[MAX_C];   /* rows: [j, STRIDE] */
     static uint16_t rows_f16[MAX_J * STRIDE];                                /* rows_f16: [j, STRIDE] */
     for (int64_t i = 0; i < MAX_J * STRIDE; i++) {
@@ -300,6 +304,33 @@ static void test_weighted_sum(const colibri_isa_table *isa) {
                   "%s weighted sum of %d f16 rows x %lld columns: differs from the reference", isa->name, counts[b],
                   (long long)cols[a]);
         }
+    }
+}
+
+static void test_kv_narrowing(const colibri_isa_table *isa) {
+    enum { N = 256 * 64 * 2 + 7 };   /* every exponent x 64 mantissas x 2 signs, a tail of 7 */
+    static float x[N];
+    static char want_row[N * 4], got_row[N * 4];   /* [N] in the cache's type */
+    static const uint32_t mantissas[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x7fe000, 0x7fefff,
+                                         0x7ff000, 0x7ff001, 0x7fffff, 0x400000, 0x400001, 0x201000};
+    int64_t n = 0;
+    for (uint32_t e = 0; e < 256; e++) {
+        for (uint32_t m = 0; m < 64; m++) {
+            uint32_t mant = m < 16 ? mantissas[m] : (uint32_t)(test_rand(&rng) * 8388607.0f) & 0x7fffffu;
+            for (uint32_t sign = 0; sign < 2; sign++) {
+                uint32_t bits = sign << 31 | e << 23 | mant;
+                memcpy(&x[n++], &bits, sizeof bits);
+            }
+        }
+    }
+    while (n < N) x[n++] = test_rand(&rng) * 70000.0f;
+    for (int32_t kv = 0; kv < 2; kv++) {
+        int64_t bytes = kv ? 2 : 4;
+        (kv ? colibri_f16_row_from_f32 : colibri_f32_row_from_f32)(x, want_row, N);
+        memset(got_row, 0xab, sizeof got_row);
+        isa->kv_from_f32[kv](x, got_row, N);
+        CHECK(memcmp(want_row, got_row, (size_t)(N * bytes)) == 0, "%s KV narrowing to %s: differs from the reference",
+              isa->name, kv ? "f16" : "f32");
     }
 }
 
@@ -343,6 +374,7 @@ int main(void) {
         test_gemm(isa);
         test_quantizers(isa);
         test_weighted_sum(isa);
+        test_kv_narrowing(isa);
         test_exp_ops(isa);
         tested++;
     }

@@ -8,9 +8,10 @@
  *             roundf(x * id) as truncation plus the exact fraction compared
  *             with ±0.5, clamped to ±127, NaN to 0; f16 scales by the
  *             reference's scalar conversion (quant.h's row macro);
- *   weighted sum: 16 columns in four 4-lane accumulators held over all j,
- *             `acc + w[j] * row` as a separate multiply and add (no FMA) in
- *             j order, f16 widened exactly first; the tail by the reference;
+ *   weighted sum: weighted_sum_tiled.h on 4-lane vectors (a separate
+ *             multiply and add, no FMA, f16 widened exactly first);
+ *   f16 rows: vcvt_f16_f32 (FPCR's default round to nearest even, NaNs
+ *             quieted with their top payload bits), 4 at a time;
  *   softmax, SiLU: colibri_expf's steps lane by lane (compare-and-select
  *             for the max and the clamps, so NaN behaves as in the
  *             reference), the sum by the reference's colibri_sum_f32.
@@ -21,6 +22,7 @@
 #include "../isa.h"
 #include "../kernels.h"
 #include "../quant.h"
+#include "../weighted_sum_tiled.h"
 
 /* Quantizes x: [32] into qs: [32]; returns d and sets *sum to the sum of qs. */
 static inline float colibri_q8_block_neon(const float *x, int8_t *qs, int32_t *sum) {
@@ -62,31 +64,15 @@ static inline float32x4_t colibri_ws4_f16(const void *r, int64_t i) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)r + i)));
 }
 
-/* NAME over rows of RTYPE, LOAD4 widening 4 of them; TAIL: the reference. */
-#define COLIBRI_WEIGHTED_SUM_NEON(NAME, RTYPE, LOAD4, TAIL)                                                \
-    void NAME(float *restrict out, const float *restrict w, const void *restrict rows, int64_t stride,     \
-              int32_t n, int64_t n_cols) {                                                                 \
-        int64_t c = 0;                                                                                     \
-        for (; c + 16 <= n_cols; c += 16) {                                                                \
-            float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;   /* columns c..c+15 */         \
-            for (int32_t j = 0; j < n; j++) {                                                              \
-                const RTYPE *r = (const RTYPE *)rows + j * stride + c;   /* r: [16] */                     \
-                float32x4_t p = vdupq_n_f32(w[j]);                                                         \
-                a0 = vaddq_f32(a0, vmulq_f32(p, LOAD4(r, 0)));                                             \
-                a1 = vaddq_f32(a1, vmulq_f32(p, LOAD4(r, 4)));                                             \
-                a2 = vaddq_f32(a2, vmulq_f32(p, LOAD4(r, 8)));                                             \
-                a3 = vaddq_f32(a3, vmulq_f32(p, LOAD4(r, 12)));                                            \
-            }                                                                                              \
-            vst1q_f32(out + c, a0);                                                                        \
-            vst1q_f32(out + c + 4, a1);                                                                    \
-            vst1q_f32(out + c + 8, a2);                                                                    \
-            vst1q_f32(out + c + 12, a3);                                                                   \
-        }                                                                                                  \
-        if (c < n_cols) TAIL(out + c, w, (const RTYPE *)rows + c, stride, n, n_cols - c);                  \
-    }
+static inline float32x4_t colibri_ws4_zero(void) { return vdupq_n_f32(0.0f); }
+static inline float32x4_t colibri_ws4_muladd(float32x4_t acc, float32x4_t p, float32x4_t v) {
+    return vaddq_f32(acc, vmulq_f32(p, v));
+}
 
-COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f32_neon, float, colibri_ws4_f32, colibri_weighted_sum_f32)
-COLIBRI_WEIGHTED_SUM_NEON(colibri_weighted_sum_f16_neon, uint16_t, colibri_ws4_f16, colibri_weighted_sum_f16)
+COLIBRI_WEIGHTED_SUM_TILED(colibri_weighted_sum_f32_neon, float, float32x4_t, 4, colibri_ws4_f32, colibri_ws4_zero,
+                           vld1q_f32, vst1q_f32, vdupq_n_f32, colibri_ws4_muladd, colibri_weighted_sum_f32)
+COLIBRI_WEIGHTED_SUM_TILED(colibri_weighted_sum_f16_neon, uint16_t, float32x4_t, 4, colibri_ws4_f16, colibri_ws4_zero,
+                           vld1q_f32, vst1q_f32, vdupq_n_f32, colibri_ws4_muladd, colibri_weighted_sum_f16)
 
 /* colibri_expf on 4 lanes: the in-range lanes follow its steps exactly
  * (kernels.h); the others are replaced by its +inf, 0 and NaN. */
@@ -145,4 +131,12 @@ void colibri_silu_mul_neon(float *g, const float *u, int64_t n) {
         vst1q_f32(g + i, vmulq_f32(s, vld1q_f32(u + i)));
     }
     colibri_silu_mul(g + i, u + i, n - i);
+}
+
+/* dst: [n] f16 = src: [n] rounded to nearest even, bitwise colibri_f32_to_f16. */
+void colibri_f16_row_from_f32_neon(const float *src, void *dst, int64_t n) {
+    uint16_t *d = (uint16_t *)dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(d + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+    for (; i < n; i++) d[i] = colibri_f32_to_f16(src[i]);
 }
