@@ -6,8 +6,9 @@ Colibri, in this (fresh) process, and print one JSON object as the last line.
 
 Same protocol as colibri.bench: seeded random prompt ids, `repeat` rounds of prefill from an
 empty cache then greedy decoding (argmax in numpy, timed with the step), medians over rounds,
-p50/p99 over every decode step, peak RSS of the process, then the machine's read bandwidth
-probed in this process (colibri's probe, as `colibri bench` does after its measurement).
+p50/p99 over every decode step, peak RSS of the process after the first round, and the machine's
+read bandwidth probed in this process right after every round (colibri's probe, as `colibri
+bench` does), each round's decode rate beside its own probe.
 """
 from __future__ import annotations
 
@@ -103,8 +104,8 @@ def measure(engine_name: str, path: str, *, vocab: int, threads: int, prompt_tok
     engine = ENGINES[engine_name](path, threads, prompt_tokens + gen_tokens + 8, min(prompt_tokens, 512), dtype)
     load_s = time.perf_counter() - start
     prompt = np.random.default_rng(seed).integers(0, vocab, size=prompt_tokens).tolist()   # [P]
-    prefill_rates, decode_rates, latencies = [], [], []
-    for _ in range(repeat):
+    prefill_rates, decode_rates, latencies, bandwidths, peak = [], [], [], [], 0
+    for round_index in range(repeat):
         start = time.perf_counter()
         logits = engine.prefill(prompt)
         prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
@@ -116,13 +117,16 @@ def measure(engine_name: str, path: str, *, vocab: int, threads: int, prompt_tok
             steps.append(time.perf_counter() - start)
         decode_rates.append(gen_tokens / sum(steps))
         latencies += steps
+        if round_index == 0:
+            peak = peak_rss_bytes()   # before any probe maps its buffer
+        bandwidths.append(measure_read_bandwidth(threads))
     lat_ms = np.array(latencies) * 1e3                                          # [repeat * gen]
-    peak = peak_rss_bytes()   # before the probe's buffer
     return dict(engine=engine_name, model=path, dtype=dtype, threads=threads, prompt_tokens=prompt_tokens,
                 gen_tokens=gen_tokens, repeat=repeat, load_s=load_s,
                 prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=statistics.median(decode_rates),
                 p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
-                peak_rss_bytes=peak, read_bandwidth_gb_s=measure_read_bandwidth(threads),
+                peak_rss_bytes=peak, read_bandwidth_gb_s=statistics.median(bandwidths),
+                decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths,
                 system_info=engine.system_info)
 
 

@@ -4,8 +4,9 @@
 
 1. measures the machine's read bandwidth (colibri_read_bandwidth: a 1 GiB buffer read by
    1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting), and
-   again in every measuring process right after its measurement: that row's % of roofline
-   divides by the bandwidth of its own minutes, since this VM's bandwidth drifts;
+   again in every measuring process right after each round's decode: a row's % of roofline
+   is the median over its rounds of that round's rate against its own probe, since this VM's
+   bandwidth drifts from minute to minute;
 2. writes the random-weight models it lacks (benchmarks/models.py): a small Mixtral and
    OLMoE-1B-7B, as GGUF and Colibri-native at q8_0 and q4_0, plus a bf16 Hugging Face
    directory where transformers fits in memory;
@@ -32,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import models  # noqa: E402  (benchmarks/models.py)
+from colibri.bench import paired_roofline  # noqa: E402
 from colibri.summary import KV_ELEM_BYTES  # noqa: E402
 
 # Per shape: prompt and decode lengths (prefill-512 on both shapes, as the targets are stated;
@@ -92,7 +94,7 @@ def _last_json(command: list[str], timeout: float) -> dict:
 
 
 def colibri_run(path: Path, threads: int, prompt: int, gen: int, repeat: int, kv_type: str) -> dict:
-    """`colibri bench --json`; it probes the read bandwidth itself, right after measuring."""
+    """`colibri bench --json`; it probes the read bandwidth itself, right after each round."""
     return _last_json([sys.executable, "-m", "colibri", "bench", str(path), "-t", str(threads), "--prompt",
                        str(prompt), "--gen", str(gen), "--repeat", str(repeat), "--kv-type", kv_type, "--json"],
                       timeout=900)
@@ -143,9 +145,10 @@ def _ratio(a: dict, b: dict | None, key: str) -> str:
 
 def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
     """Markdown rows: one per measurement; ratios of each Colibri row to llama.cpp (same file
-    type and threads) or, for the bf16 directory, to transformers bf16; % roofline against the
-    bandwidth its own process probed right after measuring (the run's first probe when a row
-    has none); machine load is the 1-minute load average when the measurement ended (2 = both
+    type and threads) or, for the bf16 directory, to transformers bf16; % roofline: the median
+    over the row's rounds of each round's rate against the bandwidth probed right after it
+    (against the run's first probe when a row has no probes); bandwidth: the median of the
+    row's probes; machine load is the 1-minute load average when the measurement ended (2 = both
     cores busy)."""
     head = ("| shape | engine | weights | threads | load s | prefill tok/s | decode tok/s | p50 ms | p99 ms | "
             "peak RSS GiB | read/token MiB | KV/token MiB | bandwidth GB/s | % roofline | % roofline w/ KV | "
@@ -164,8 +167,11 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
                          and p["weights"] == peer_weights and p.get("threads") == r["threads"]), None)
         bpt, kv = r["bytes_per_token"], r.get("kv_bytes_per_token", 0)
         bw = r.get("read_bandwidth_gb_s") or bandwidth[r["threads"]]
-        roof = 100 * bpt * r["decode_tok_s"] / (bw * 1e9)
-        roof_kv = 100 * (bpt + kv) * r["decode_tok_s"] / (bw * 1e9)
+        if "bandwidth_rounds_gb_s" in r:
+            roof = 100 * paired_roofline(bpt, r["decode_rounds_tok_s"], r["bandwidth_rounds_gb_s"])
+        else:
+            roof = 100 * bpt * r["decode_tok_s"] / (bw * 1e9)
+        roof_kv = roof * (bpt + kv) / bpt
         note = " (vs transformers)" if peer and peer["engine"] == "transformers" else ""
         out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r['threads']} | {r['load_s']:.2f} | "
                    f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "

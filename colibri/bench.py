@@ -3,9 +3,13 @@ latency, peak RSS, weight bytes read per decode token against the machine's
 read bandwidth, and (on request) where a decode step's time goes.
 
 Prompts are seeded random token ids, decoding is greedy (argmax), so a run
-needs no tokenizer and repeats exactly. Peak RSS is the process's high-water
-mark, taken before the bandwidth probe allocates its buffer: run one
-measurement per process for a meaningful figure (the CLI does).
+needs no tokenizer and repeats exactly. The read bandwidth is probed right
+after every round's decode and each round's share of it is computed against
+its own probe (the bandwidth of some machines moves from minute to minute);
+the roofline fraction is the median over rounds. Peak RSS is the process's
+high-water mark after the first round, before the first probe maps its
+buffer (later rounds reuse the same context): run one measurement per process
+for a meaningful figure (the CLI does).
 """
 from __future__ import annotations
 
@@ -54,9 +58,11 @@ class BenchResult:
     peak_rss_bytes: int
     bytes_per_token: int          # weight bytes one decode step reads
     kv_bytes_per_token: int       # KV cache bytes one decode step reads, mean over the decode
-    read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads
-    roofline_fraction: float      # bytes_per_token * decode_tok_s / read bandwidth
+    read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads, median of the rounds' probes
+    roofline_fraction: float      # median over rounds of bytes_per_token * decode tok/s / that round's bandwidth
     roofline_kv_fraction: float   # the same with the KV bytes counted too
+    decode_rounds_tok_s: list[float]      # [repeat] each round's decode tok/s
+    bandwidth_rounds_gb_s: list[float]    # [repeat] the bandwidth probed right after each round
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
     kv_type: str                  # the KV cache's element type, "f32" or "f16"
     profile: StepProfile | None = None
@@ -77,6 +83,14 @@ def measure_read_bandwidth(threads: int, nbytes: int = PROBE_BYTES, passes: int 
     if rate < 0:
         raise RuntimeError(_native.last_error())
     return rate
+
+
+def paired_roofline(bytes_per_token: float, decode_rounds_tok_s: list[float],
+                    bandwidth_rounds_gb_s: list[float]) -> float:
+    """Median over rounds of bytes_per_token x the round's decode tok/s / the bandwidth probed
+    right after that round: each round against the bandwidth of its own moment."""
+    return statistics.median(bytes_per_token * rate / (bw * 1e9)
+                             for rate, bw in zip(decode_rounds_tok_s, bandwidth_rounds_gb_s, strict=True))
 
 
 def colibri_isa() -> str:
@@ -173,9 +187,9 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         profile_layers: bool = False, seed: int = 0, kv_type: str = "f32") -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 
-    bandwidth_gb_s: the read bandwidth to compare against (None: probe it here,
-    after the peak RSS is read). profile: time the decode steps of the last round
-    by stage (profile_layers: also per layer).
+    bandwidth_gb_s: the read bandwidth to compare against (None: probe it after
+    every round; the first probe follows the peak RSS reading). profile: time the
+    decode steps of the last round by stage (profile_layers: also per layer).
     """
     import colibri
 
@@ -196,8 +210,8 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             raise ValueError(f"--prompt {prompt_tokens} + --gen {gen_tokens} exceed the model's context "
                              f"length {model.n_ctx}")
         prompt = np.random.default_rng(seed).integers(0, c.vocab_size, size=prompt_tokens)  # [P]
-        prefill_rates, decode_rates, latencies = [], [], []
-        step_profile = None
+        prefill_rates, decode_rates, latencies, bandwidths = [], [], [], []
+        step_profile, peak = None, 0
         for round_index in range(repeat):
             start = time.perf_counter()
             logits = _prefill(model, prompt)
@@ -210,12 +224,14 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
                 steps, _ = _decode(model, logits, prompt_tokens, gen_tokens)
             decode_rates.append(gen_tokens / sum(steps))
             latencies += steps
+            if round_index == 0:
+                peak = peak_rss_bytes()   # before any probe maps its buffer
+            bandwidths.append(bandwidth_gb_s or measure_read_bandwidth(model.threads))
         summary = summarize(model)
         threads_used, huge_pages, kv_used = model.threads, model.huge_pages, model.kv_type
-    peak = peak_rss_bytes()
-    bandwidth = bandwidth_gb_s or measure_read_bandwidth(threads_used)
     decode = statistics.median(decode_rates)
     kv_bytes = kv_read_bytes(c, kv_used, prompt_tokens, gen_tokens)
+    roofline = paired_roofline(summary.bytes_per_token, decode_rates, bandwidths)
     lat_ms = np.array(latencies) * 1e3                                                # [repeat * gen]
     return BenchResult(
         model=str(path), architecture=c.architecture, isa=colibri_isa(), threads=threads_used,
@@ -223,9 +239,9 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=decode,
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, kv_bytes_per_token=kv_bytes,
-        read_bandwidth_gb_s=bandwidth, roofline_fraction=summary.bytes_per_token * decode / (bandwidth * 1e9),
-        roofline_kv_fraction=(summary.bytes_per_token + kv_bytes) * decode / (bandwidth * 1e9), huge_pages=huge_pages,
-        kv_type=kv_used,
+        read_bandwidth_gb_s=statistics.median(bandwidths), roofline_fraction=roofline,
+        roofline_kv_fraction=roofline * (summary.bytes_per_token + kv_bytes) / summary.bytes_per_token,
+        decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths, huge_pages=huge_pages, kv_type=kv_used,
         profile=step_profile)
 
 
@@ -244,7 +260,8 @@ def report_lines(r: BenchResult) -> list[str]:
         ("peak RSS", human_bytes(r.peak_rss_bytes)),
         ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"),
         ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
-                           f"{100 * r.roofline_fraction:.1f}% of the {r.read_bandwidth_gb_s:.2f} GB/s read bandwidth"),
+                           f"{100 * r.roofline_fraction:.1f}% of the read bandwidth probed after each round "
+                           f"(median {r.read_bandwidth_gb_s:.2f} GB/s)"),
         ("KV read per token", f"{human_bytes(r.kv_bytes_per_token)} ({r.kv_type}, mean over the decode) -> weights "
                               f"and KV {100 * r.roofline_kv_fraction:.1f}% of the read bandwidth"),
     ]

@@ -37,6 +37,9 @@ def test_json_has_every_required_field(tiny_path):
     assert result["p50_ms"] <= result["p99_ms"]
     assert result["threads"] == 1 and result["prompt_tokens"] == 16 and result["gen_tokens"] == 8
     assert 0 < result["roofline_fraction"] and result["read_bandwidth_gb_s"] > 0
+    assert len(result["decode_rounds_tok_s"]) == len(result["bandwidth_rounds_gb_s"]) == 1
+    assert result["decode_rounds_tok_s"][0] == result["decode_tok_s"]
+    assert result["bandwidth_rounds_gb_s"][0] == result["read_bandwidth_gb_s"]
     assert "profile" not in result
     assert result["huge_pages"] is _thp_available()
     assert result["kv_type"] == "f32"
@@ -59,6 +62,28 @@ def test_f16_kv_cache_option(tiny_path):
     assert "f16 KV" in proc.stdout and "KV read per token" in proc.stdout
     f32 = json.loads(_bench(tiny_path, *SMALL_RUN, "-t", "1", "--json").stdout.strip().splitlines()[-1])
     assert 2 * result["kv_bytes_per_token"] == f32["kv_bytes_per_token"]
+
+
+def test_roofline_pairs_each_round_with_its_own_probe():
+    from colibri.bench import paired_roofline
+
+    # 100 MB per token: every round read at half of the bandwidth probed after it
+    assert paired_roofline(10 ** 8, [100.0, 200.0, 300.0], [20.0, 40.0, 60.0]) == pytest.approx(0.5)
+    # rounds 1 and 3 at half their bandwidth, round 2 slow in a fast moment: the median is 0.5,
+    # where the pooled medians (100 tok/s against 60 GB/s) would say 0.17
+    assert paired_roofline(10 ** 8, [100.0, 100.0, 300.0], [20.0, 60.0, 60.0]) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        paired_roofline(10 ** 8, [100.0], [20.0, 40.0])
+
+
+def test_repeat_probes_after_every_round(tiny_path):
+    result = json.loads(_bench(tiny_path, "--prompt", "8", "--gen", "4", "--repeat", "3", "-t", "1",
+                               "--json").stdout.strip().splitlines()[-1])
+    rates, probes = result["decode_rounds_tok_s"], result["bandwidth_rounds_gb_s"]
+    assert len(rates) == len(probes) == 3 and min(probes) > 0
+    assert result["decode_tok_s"] == sorted(rates)[1] and result["read_bandwidth_gb_s"] == sorted(probes)[1]
+    assert result["roofline_fraction"] == pytest.approx(
+        sorted(result["bytes_per_token"] * r / (b * 1e9) for r, b in zip(rates, probes))[1])
 
 
 def test_kv_read_bytes_counts_the_sliding_window():
