@@ -8,7 +8,8 @@ Same protocol as colibri.bench: seeded random prompt ids, `repeat` rounds of pre
 empty cache then greedy decoding (argmax in numpy, timed with the step), medians over rounds,
 p50/p99 over every decode step, peak RSS of the process after the first round, and the machine's
 read bandwidth probed in this process right after every round (colibri's probe, as `colibri
-bench` does), each round's decode rate beside its own probe.
+bench` does), each round's decode rate beside its own probe and the CPU time the hypervisor
+took during it.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 
 import numpy as np
 
-from colibri.bench import measure_read_bandwidth, peak_rss_bytes
+from colibri.bench import cpu_steal_seconds, measure_read_bandwidth, peak_rss_bytes, steal_since
 
 
 def _without_amx(capi) -> None:
@@ -104,18 +105,20 @@ def measure(engine_name: str, path: str, *, vocab: int, threads: int, prompt_tok
     engine = ENGINES[engine_name](path, threads, prompt_tokens + gen_tokens + 8, min(prompt_tokens, 512), dtype)
     load_s = time.perf_counter() - start
     prompt = np.random.default_rng(seed).integers(0, vocab, size=prompt_tokens).tolist()   # [P]
-    prefill_rates, decode_rates, latencies, bandwidths, peak = [], [], [], [], 0
+    prefill_rates, decode_rates, latencies, bandwidths, steals, peak = [], [], [], [], [], 0
     for round_index in range(repeat):
         start = time.perf_counter()
         logits = engine.prefill(prompt)
         prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
         steps = []
+        steal_before = cpu_steal_seconds()
         token = int(np.argmax(logits))
         for _ in range(gen_tokens):
             start = time.perf_counter()
             token = int(np.argmax(engine.step(token)))
             steps.append(time.perf_counter() - start)
         decode_rates.append(gen_tokens / sum(steps))
+        steals.append(steal_since(steal_before))
         latencies += steps
         if round_index == 0:
             peak = peak_rss_bytes()   # before any probe maps its buffer
@@ -127,6 +130,7 @@ def measure(engine_name: str, path: str, *, vocab: int, threads: int, prompt_tok
                 p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
                 peak_rss_bytes=peak, read_bandwidth_gb_s=statistics.median(bandwidths),
                 decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths,
+                steal_rounds_s=None if None in steals else steals,
                 system_info=engine.system_info)
 
 

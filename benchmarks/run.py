@@ -143,21 +143,38 @@ def _ratio(a: dict, b: dict | None, key: str) -> str:
     return f"{a[key] / b[key]:.2f}"
 
 
+def _roofline(r: dict, bandwidth: dict[int, float]) -> float:
+    """A row's share of the bandwidth on weight bytes: the median over its rounds of each
+    round's rate against the probe right after it (the run's first probe when it has none)."""
+    if "bandwidth_rounds_gb_s" in r:
+        return paired_roofline(r["bytes_per_token"], r["decode_rounds_tok_s"], r["bandwidth_rounds_gb_s"])
+    return r["bytes_per_token"] * r["decode_tok_s"] / (bandwidth[r["threads"]] * 1e9)
+
+
+def _stolen_ms(r: dict) -> str:
+    """CPU time the hypervisor took during the row's decode rounds, in ms (blank: not reported)."""
+    steals = r.get("steal_rounds_s")
+    return "" if steals is None else f"{1e3 * sum(steals):.0f}"
+
+
 def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
     """Markdown rows: one per measurement; ratios of each Colibri row to llama.cpp (same file
     type and threads) or, for the bf16 directory, to transformers bf16; % roofline: the median
     over the row's rounds of each round's rate against the bandwidth probed right after it
     (against the run's first probe when a row has no probes); bandwidth: the median of the
-    row's probes; machine load is the 1-minute load average when the measurement ended (2 = both
+    row's probes; "at equal bandwidth": the ratio of the two rows' % roofline, each round
+    against its own moment's bandwidth, which takes the drift between the two processes
+    out of the decode ratio; CPU stolen: what the hypervisor took during the decode rounds (a
+    stalled thread holds the other at the next barrier); machine load is the 1-minute load average when the measurement ended (2 = both
     cores busy)."""
     head = ("| shape | engine | weights | threads | load s | prefill tok/s | decode tok/s | p50 ms | p99 ms | "
             "peak RSS GiB | read/token MiB | KV/token MiB | bandwidth GB/s | % roofline | % roofline w/ KV | "
-            "decode ratio | prefill ratio | machine load |")
-    out = [head, "|" + "---|" * 18]
+            "decode ratio | decode ratio at equal bandwidth | prefill ratio | CPU stolen ms | machine load |")
+    out = [head, "|" + "---|" * 20]
     for r in rows:
         if "error" in r or "skipped" in r:
             out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r.get('threads', '')} | "
-                       f"{r.get('skipped') or r['error']} |" + " |" * 13)
+                       f"{r.get('skipped') or r['error']} |" + " |" * 15)
             continue
         peer = None
         if r["engine"] == "colibri":
@@ -167,17 +184,17 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
                          and p["weights"] == peer_weights and p.get("threads") == r["threads"]), None)
         bpt, kv = r["bytes_per_token"], r.get("kv_bytes_per_token", 0)
         bw = r.get("read_bandwidth_gb_s") or bandwidth[r["threads"]]
-        if "bandwidth_rounds_gb_s" in r:
-            roof = 100 * paired_roofline(bpt, r["decode_rounds_tok_s"], r["bandwidth_rounds_gb_s"])
-        else:
-            roof = 100 * bpt * r["decode_tok_s"] / (bw * 1e9)
+        roof = 100 * _roofline(r, bandwidth)
         roof_kv = roof * (bpt + kv) / bpt
+        same_bw = (f"{roof / (100 * _roofline(peer, bandwidth)):.2f}"
+                   if peer and "error" not in peer and peer.get("bytes_per_token") else "")
         note = " (vs transformers)" if peer and peer["engine"] == "transformers" else ""
         out.append(f"| {r['shape']} | {r['engine']} | {r['weights']} | {r['threads']} | {r['load_s']:.2f} | "
                    f"{r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | "
                    f"{r['peak_rss_bytes'] / GIB:.2f} | {bpt / (1 << 20):.0f} | {kv / (1 << 20):.1f} | {bw:.1f} | "
                    f"{roof:.0f}% | {roof_kv:.0f}% | "
-                   f"{_ratio(r, peer, 'decode_tok_s')}{note} | {_ratio(r, peer, 'prefill_tok_s')} | "
+                   f"{_ratio(r, peer, 'decode_tok_s')}{note} | {same_bw} | {_ratio(r, peer, 'prefill_tok_s')} | "
+                   f"{_stolen_ms(r)} | "
                    f"{r['load_1min']:.1f} |")
     return out
 

@@ -14,6 +14,7 @@ for a meaningful figure (the CLI does).
 from __future__ import annotations
 
 import ctypes
+import os
 import resource
 import statistics
 import sys
@@ -63,6 +64,8 @@ class BenchResult:
     roofline_kv_fraction: float   # the same with the KV bytes counted too
     decode_rounds_tok_s: list[float]      # [repeat] each round's decode tok/s
     bandwidth_rounds_gb_s: list[float]    # [repeat] the bandwidth probed right after each round
+    steal_rounds_s: list[float] | None    # [repeat] CPU time the hypervisor took from this machine
+                                          # during each round's decode (None: not reported here)
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
     kv_type: str                  # the KV cache's element type, "f32" or "f16"
     profile: StepProfile | None = None
@@ -91,6 +94,25 @@ def paired_roofline(bytes_per_token: float, decode_rounds_tok_s: list[float],
     right after that round: each round against the bandwidth of its own moment."""
     return statistics.median(bytes_per_token * rate / (bw * 1e9)
                              for rate, bw in zip(decode_rounds_tok_s, bandwidth_rounds_gb_s, strict=True))
+
+
+def cpu_steal_seconds() -> float | None:
+    """CPU time the hypervisor has run other guests on this machine's CPUs since boot, summed
+    over CPUs (Linux /proc/stat `steal`); None where the system does not report it. A decode
+    round that loses a thread for tens of milliseconds stalls the other one at the next
+    barrier, so rounds with steal read slow for reasons outside the engine."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def steal_since(before: float | None) -> float | None:
+    """Seconds stolen since cpu_steal_seconds() read `before` (None where not reported)."""
+    after = cpu_steal_seconds()
+    return after - before if before is not None and after is not None else None
 
 
 def colibri_isa() -> str:
@@ -210,12 +232,13 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             raise ValueError(f"--prompt {prompt_tokens} + --gen {gen_tokens} exceed the model's context "
                              f"length {model.n_ctx}")
         prompt = np.random.default_rng(seed).integers(0, c.vocab_size, size=prompt_tokens)  # [P]
-        prefill_rates, decode_rates, latencies, bandwidths = [], [], [], []
+        prefill_rates, decode_rates, latencies, bandwidths, steals = [], [], [], [], []
         step_profile, peak = None, 0
         for round_index in range(repeat):
             start = time.perf_counter()
             logits = _prefill(model, prompt)
             prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
+            steal_before = cpu_steal_seconds()
             if profile and round_index == repeat - 1:
                 with _Profiler(model, profile_layers) as profiler:
                     steps, sampling = _decode(model, logits, prompt_tokens, gen_tokens)
@@ -223,6 +246,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             else:
                 steps, _ = _decode(model, logits, prompt_tokens, gen_tokens)
             decode_rates.append(gen_tokens / sum(steps))
+            steals.append(steal_since(steal_before))
             latencies += steps
             if round_index == 0:
                 peak = peak_rss_bytes()   # before any probe maps its buffer
@@ -241,7 +265,8 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, kv_bytes_per_token=kv_bytes,
         read_bandwidth_gb_s=statistics.median(bandwidths), roofline_fraction=roofline,
         roofline_kv_fraction=roofline * (summary.bytes_per_token + kv_bytes) / summary.bytes_per_token,
-        decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths, huge_pages=huge_pages, kv_type=kv_used,
+        decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths,
+        steal_rounds_s=None if None in steals else steals, huge_pages=huge_pages, kv_type=kv_used,
         profile=step_profile)
 
 
@@ -265,6 +290,9 @@ def report_lines(r: BenchResult) -> list[str]:
         ("KV read per token", f"{human_bytes(r.kv_bytes_per_token)} ({r.kv_type}, mean over the decode) -> weights "
                               f"and KV {100 * r.roofline_kv_fraction:.1f}% of the read bandwidth"),
     ]
+    if r.steal_rounds_s is not None and sum(r.steal_rounds_s) > 0:
+        rows.append(("CPU stolen", f"{1e3 * sum(r.steal_rounds_s):.0f} ms during the decode rounds (by the "
+                                   f"hypervisor; rounds: {', '.join(f'{1e3 * s:.0f}' for s in r.steal_rounds_s)} ms)"))
     width = max(len(k) for k, _ in rows)
     lines = [f"{key:<{width}}  {value}" for key, value in rows]
     if r.profile is not None:

@@ -84,6 +84,12 @@ def test_repeat_probes_after_every_round(tiny_path):
     assert result["decode_tok_s"] == sorted(rates)[1] and result["read_bandwidth_gb_s"] == sorted(probes)[1]
     assert result["roofline_fraction"] == pytest.approx(
         sorted(result["bytes_per_token"] * r / (b * 1e9) for r, b in zip(rates, probes))[1])
+    from colibri.bench import cpu_steal_seconds
+
+    if cpu_steal_seconds() is None:   # not Linux: not reported
+        assert result["steal_rounds_s"] is None
+    else:
+        assert len(result["steal_rounds_s"]) == 3 and min(result["steal_rounds_s"]) >= 0
 
 
 def test_kv_read_bytes_counts_the_sliding_window():
