@@ -1,6 +1,6 @@
 """Colibri vs llama.cpp vs transformers on the same random weights, in one run.
 
-    python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 3]
+    python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 5]
 
 1. measures the machine's read bandwidth (colibri_read_bandwidth: a 1 GiB buffer read by
    1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting), and
@@ -14,7 +14,9 @@
    cache): `colibri bench` on each format Colibri loads, llama.cpp (llama-cpp-python) on
    the GGUF files, transformers (bf16 and f32) on the Hugging Face directory;
 4. prints the machine, a Markdown table (medians of --repeat rounds per process) with %
-   of roofline and Colibri / llama.cpp ratios, and writes everything as JSON (--out).
+   of roofline and Colibri / llama.cpp ratios, then the same comparison over only the rounds
+   the hypervisor took no CPU time from (/proc/stat steal), and writes everything as JSON
+   (--out; --tables-from prints the tables of such a file again).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -199,6 +202,45 @@ def table(rows: list[dict], bandwidth: dict[int, float]) -> list[str]:
     return out
 
 
+def _quiet_rounds(r: dict) -> tuple[list[float], list[float]]:
+    """(decode tok/s, probe GB/s) of the row's rounds during which the hypervisor took no CPU time
+    (every round where steal is not reported)."""
+    steals = r.get("steal_rounds_s") or [0.0] * len(r.get("decode_rounds_tok_s", []))
+    pairs = [(rate, bw) for rate, bw, s in zip(r.get("decode_rounds_tok_s", []), r.get("bandwidth_rounds_gb_s", []),
+                                                steals) if s == 0]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def quiet_table(rows: list[dict]) -> list[str]:
+    """Markdown rows: each Colibri row beside its peer over the rounds the hypervisor left alone
+    (a thread descheduled for tens of milliseconds stalls the other at the next barrier, so a
+    round with stolen CPU time measures the host): decode tok/s as the median of those rounds,
+    % roofline as their paired median, and the two ratios."""
+    out = ["| shape | weights | threads | Colibri decode tok/s (rounds) | peer decode tok/s (rounds) | "
+           "decode ratio | Colibri % roofline | peer % roofline | ratio at equal bandwidth |", "|" + "---|" * 9]
+    for r in rows:
+        if (r.get("engine") != "colibri" or "error" in r or "skipped" in r or r["weights"] == "hf-bf16"
+                or "decode_rounds_tok_s" not in r):
+            continue
+        peer = next((p for p in rows if p["shape"] == r["shape"] and p["engine"] == "llama.cpp" and
+                     p["weights"] == "gguf-" + r["weights"].split("-")[1] and p.get("threads") == r["threads"]
+                     and "error" not in p), None)
+        if peer is None:
+            continue
+        (cr, cb), (pr, pb) = _quiet_rounds(r), _quiet_rounds(peer)
+        if not cr or not pr:
+            out.append(f"| {r['shape']} | {r['weights']} | {r['threads']} | {len(cr)} quiet rounds | "
+                       f"{len(pr)} quiet rounds |" + " |" * 4)
+            continue
+        c_roof = paired_roofline(r["bytes_per_token"], cr, cb)
+        p_roof = paired_roofline(r["bytes_per_token"], pr, pb)
+        c_rate, p_rate = statistics.median(cr), statistics.median(pr)
+        out.append(f"| {r['shape']} | {r['weights']} | {r['threads']} | {c_rate:.2f} ({len(cr)}) | "
+                   f"{p_rate:.2f} ({len(pr)}) | {c_rate / p_rate:.2f} | {100 * c_roof:.0f}% | {100 * p_roof:.0f}% | "
+                   f"{c_roof / p_roof:.2f} |")
+    return out
+
+
 # ---- the run --------------------------------------------------------------------------------
 def measure_shape(shape_name: str, args, threads: list[int], add) -> str:
     """Every measurement of one shape, each passed to add(row) as it finishes; llama.cpp's system info."""
@@ -248,7 +290,8 @@ def main() -> None:
     p.add_argument("--models", type=Path, default=Path("/work/bench_models"))
     p.add_argument("--shapes", default=",".join(models.SHAPES))
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5, help="rounds per process (medians; more rounds leave more "
+                                                          "that the hypervisor did not disturb)")
     p.add_argument("--kv-type", choices=["f16", "f32"], default="f16",
                    help="Colibri's KV cache type (default f16: the type of llama.cpp's default cache)")
     p.add_argument("--transformers-max-gb", type=float, default=8.0,
@@ -257,7 +300,14 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("/work/bench_models/results.json"))
     p.add_argument("--drop-caches", action="store_true",
                    help="drop the page cache first (root), so model files are read afresh (see drop_page_cache)")
+    p.add_argument("--tables-from", type=Path, default=None, metavar="JSON",
+                   help="measure nothing: print the tables of an earlier run's --out file")
     args = p.parse_args()
+    if args.tables_from is not None:
+        saved = json.loads(args.tables_from.read_text())
+        bandwidth = {int(t): bw for t, bw in saved["bandwidth_gb_s"].items()}
+        print("\n".join(table(saved["rows"], bandwidth) + [""] + quiet_table(saved["rows"])))
+        return
     threads = [int(t) for t in args.threads.split(",")]
     if args.quick:
         args.repeat = 1
@@ -277,11 +327,12 @@ def main() -> None:
     for shape_name in args.shapes.split(","):
         system_info = measure_shape(shape_name, args, threads, add) or system_info
     lines = table(rows, bandwidth)
-    print("\n".join(lines))
+    quiet = quiet_table(rows)
+    print("\n".join(lines + [""] + quiet))
     print(f"llama.cpp: {system_info}")
     print(f"total {time.time() - started:.0f} s; load average at the end {os.getloadavg()}")
     args.out.write_text(json.dumps(dict(machine=info, bandwidth_gb_s=bandwidth, llama_cpp=system_info,
-                                        rows=rows, table=lines), indent=1))
+                                        rows=rows, table=lines, quiet_table=quiet), indent=1))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@
  *
  * Each column is its own chain, `acc + w[j] * row_j[c]` as a separate
  * multiply and add in j order (f16 widened exactly first), starting from
- * zero; a tile carries the running sums to the next in out, exactly.
+ * zero (no rows: zeros); a tile carries the running sums to the next in
+ * out, exactly.
  *
  * Defines NAME over rows of RTYPE with vectors VEC of LANES floats:
  * LOAD(row, i) widens elements i.. of a row; ZERO(), LOADF(p), STOREF(p, v),
@@ -46,7 +47,7 @@
               int32_t n, int64_t n_cols) {                                                                   \
         const RTYPE *r = (const RTYPE *)rows;   /* r: [n, stride] */                                         \
         int64_t vec_cols = n_cols / LANES * LANES;                                                           \
-        for (int32_t j0 = 0; j0 < n; j0 += COLIBRI_WS_ROW_TILE) {                                            \
+        for (int32_t j0 = 0; j0 == 0 || j0 < n; j0 += COLIBRI_WS_ROW_TILE) {   /* n = 0: one empty tile, zeros */ \
             int32_t jn = n - j0 < COLIBRI_WS_ROW_TILE ? n - j0 : COLIBRI_WS_ROW_TILE;                        \
             const RTYPE *tile = r + j0 * stride;   /* tile: [jn, stride] */                                  \
             int64_t c = 0;                                                                                   \
