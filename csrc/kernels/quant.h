@@ -84,6 +84,12 @@ int colibri_type_is_weight(int32_t dtype);
 /* Bytes of a row of n elements of the type (n a multiple of its block_elems). */
 int64_t colibri_row_bytes(int32_t type, int64_t n);
 
+/* The 4 f16 values a..d (4 rows' block scales) packed in a general register,
+ * a lowest: what the SIMD kernels move to a vector to widen all four at once. */
+static inline uint64_t colibri_f16x4_u64(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    return (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
+}
+
 /* ---- quantize (ggml's reference rounding, bit for bit) ----------------------
  * Q8_0 / Q8_1: d = amax/127, qs = roundf(x / d) (halves away from zero).
  * Q4_0: d = -(the signed element of largest |x|)/8 (first one on ties),

@@ -40,11 +40,6 @@ static inline __m256i colibri_unpack_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-/* The 4 f16 values a..d packed in a general register, a lowest. */
-static inline uint64_t colibri_f16x4_u64(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
-    return (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
-}
-
 /* The 4 f16 values a..d as f32 (exact): packed in a general register first,
  * so that only one move reaches the vector unit. */
 static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
