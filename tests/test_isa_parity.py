@@ -28,7 +28,7 @@ MODEL = "mixtral-c"   # hidden 64: every matrix's cols is a multiple of 32, so G
 SEQ_LEN = 24
 # What a CPU whose best set is the key can also run (each set implies the ones after it).
 RUNNABLE = {"avx512": ["avx512", "avx2", "scalar"], "avx2": ["avx2", "scalar"],
-            "neon": ["neon", "scalar"], "scalar": ["scalar"]}
+            "neon_dotprod": ["neon_dotprod", "neon", "scalar"], "neon": ["neon", "scalar"], "scalar": ["scalar"]}
 
 _CHILD = """
 import json, sys

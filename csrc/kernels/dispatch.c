@@ -1,9 +1,9 @@
 /*
  * dispatch.c — the scalar kernel table and the run-time choice of the table
  * in use: the best one this build has and this CPU can run, or the one the
- * COLIBRI_ISA environment variable names (scalar, avx2, avx512, neon). A name
- * this build or CPU cannot run is reported on stderr, once, and the best one
- * is used instead. Chosen once per process (pthread_once).
+ * COLIBRI_ISA environment variable names (scalar, avx2, avx512, neon,
+ * neon_dotprod). A name this build or CPU cannot run is reported on stderr,
+ * once, and the best one is used instead. Chosen once per process (pthread_once).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -74,6 +74,9 @@ static const colibri_isa_table *const colibri_isas[] = {
 #endif
 #ifdef COLIBRI_HAVE_AVX2
     &colibri_isa_avx2,
+#endif
+#ifdef COLIBRI_HAVE_NEON_DOTPROD
+    &colibri_isa_neon_dotprod,
 #endif
 #ifdef COLIBRI_HAVE_NEON
     &colibri_isa_neon,

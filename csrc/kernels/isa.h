@@ -6,7 +6,7 @@
  * kernel per weight dtype, each taking the same activation row as the
  * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0, Q8_1
  * for Q4_1). The table of each ISA lives in its own folder (x86_avx2/,
- * x86_avx512/, arm_neon/), compiled with that ISA's flags; dispatch.c picks
+ * x86_avx512/, arm_neon/, arm_dotprod/), compiled with that ISA's flags; dispatch.c picks
  * the best one the CPU and OS can run, once, or the one COLIBRI_ISA names.
  *
  * Contract of every kernel (tested in tests/c/test_isa.c): each y[r] is
@@ -48,7 +48,7 @@ typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restri
                                         int64_t stride, int32_t n, int64_t n_cols);
 
 typedef struct colibri_isa_table {
-    const char *name;                                 /* "scalar", "avx2", "avx512", "neon" */
+    const char *name;                                 /* "scalar", "avx2", "avx512", "neon", "neon_dotprod" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
@@ -70,6 +70,7 @@ extern const colibri_isa_table colibri_isa_scalar;
 extern const colibri_isa_table colibri_isa_avx2;
 extern const colibri_isa_table colibri_isa_avx512;
 extern const colibri_isa_table colibri_isa_neon;
+extern const colibri_isa_table colibri_isa_neon_dotprod;
 
 /* The table in use: chosen once (thread-safe) from COLIBRI_ISA or the CPU. */
 const colibri_isa_table *colibri_isa_active(void);
@@ -82,6 +83,7 @@ const colibri_isa_table *colibri_isa_find(const char *name);
 int colibri_cpu_has_avx2(void);
 int colibri_cpu_has_avx512(void);
 int colibri_cpu_has_neon(void);
+int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product instructions */
 
 /* ---- the row-group driver shared by the ISA files ---------------------------
  * Defines NAME (a colibri_dot_rows_fn) from CORE4(const char *const w[4],
@@ -254,6 +256,12 @@ void colibri_gemm_f16_neon(const void *w, int64_t w_stride, const void *x, int64
 void colibri_gemm_bf16_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q8_0_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_0_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_dot_rows_q8_0_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_0_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_1_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_gemm_q8_0_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_0_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_1_neon_dotprod(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_1_neon(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 
 #endif /* COLIBRI_ISA_H */

@@ -42,7 +42,7 @@
 static uint64_t rng = 7;
 static int n_mismatched;   /* shapes whose result differs bitwise from the reference */
 
-static const char *const isa_names[] = {"avx512", "avx2", "neon"};
+static const char *const isa_names[] = {"avx512", "avx2", "neon_dotprod", "neon"};
 static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 13, 31, 67};
 static const int64_t float_cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 255, 1000, 2047, 2048};
 static const int64_t block_cols[] = {32, 64, 96, 160, 480, 1024, 2016, 2048};

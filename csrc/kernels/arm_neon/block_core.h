@@ -1,0 +1,95 @@
+/*
+ * arm_neon/block_core.h — the 4-row loop over blocks shared by the ARM block
+ * kernels (arm_neon/dot.c: widening multiplies; arm_dotprod/dot.c: sdot);
+ * included only by files compiled for AArch64 Advanced SIMD.
+ *
+ * Per block b, ISUM(q0, q1, a0, a1) gives 4 int32 partial sums of row r's
+ * exact integer block dot (q0, q1: the weight block's 32 quants as signed
+ * bytes, PREP's; a0, a1: the activation block's); the 4 rows' partials are
+ * reduced together by pairwise adds, then lane r does exactly the
+ * reference's float step for row r, the f16 scales widened exactly by the
+ * hardware (vcvt_f32_f16) four at a time:
+ *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
+ * The next group's rows are prefetched as one sweep in address order (isa.h).
+ */
+#ifndef COLIBRI_ARM_BLOCK_CORE_H
+#define COLIBRI_ARM_BLOCK_CORE_H
+
+#include <arm_neon.h>
+
+#include "../isa.h"
+#include "../quant.h"
+
+/* The f16 values a..d as 4 floats (exact). */
+static inline float32x4_t colibri_f16x4_neon(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vcreate_u16(colibri_f16x4_u64(a, b, c, d))));
+}
+
+/* The f16 value h in all 4 lanes as floats (exact). */
+static inline float32x4_t colibri_f16_dup_neon(uint16_t h) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h)));
+}
+
+/* A weight block's 32 quants as signed bytes: q0 elements 0..15, q1 16..31. */
+static inline void colibri_prep_q8_0_neon(const colibri_block_q8_0 *w, int8x16_t *q0, int8x16_t *q1) {
+    *q0 = vld1q_s8(w->qs), *q1 = vld1q_s8(w->qs + 16);
+}
+static inline void colibri_nibbles_neon(const uint8_t *qs, uint8_t offset, int8x16_t *lo, int8x16_t *hi) {
+    uint8x16_t q = vld1q_u8(qs);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), vdupq_n_s8((int8_t)offset));
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8((int8_t)offset));
+}
+static inline void colibri_prep_q4_0_neon(const colibri_block_q4_0 *w, int8x16_t *q0, int8x16_t *q1) {
+    colibri_nibbles_neon(w->qs, 8, q0, q1);
+}
+static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t *q0, int8x16_t *q1) {
+    colibri_nibbles_neon(w->qs, 0, q0, q1);
+}
+
+/* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); others: v. */
+#define COLIBRI_NEON_NO_OFFSET(v, b) (v)
+#define COLIBRI_NEON_Q4_1_OFFSET(v, b)                                                                  \
+    vaddq_f32((v), vmulq_f32(colibri_f16x4_neon(w0[b].m, w1[b].m, w2[b].m, w3[b].m), colibri_f16_dup_neon(a[b].s)))
+
+/* out[r] = w[r] . a for 4 rows of WBLOCK against ABLOCK activations: per
+ * block, lane r does exactly the reference's step for row r,
+ *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]. */
+#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)                                    \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
+        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                         \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
+        float32x4_t acc = vdupq_n_f32(0.0f);   /* acc: [4] rows */                                      \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                                  \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));          \
+            int8x16_t a0 = vld1q_s8(a[b].qs), a1 = vld1q_s8(a[b].qs + 16), q0, q1;                       \
+            int32x4_t s[4];   /* s: [row] partial sums */                                               \
+            PREP(&w0[b], &q0, &q1), s[0] = ISUM(q0, q1, a0, a1);                            \
+            PREP(&w1[b], &q0, &q1), s[1] = ISUM(q0, q1, a0, a1);                            \
+            PREP(&w2[b], &q0, &q1), s[2] = ISUM(q0, q1, a0, a1);                            \
+            PREP(&w3[b], &q0, &q1), s[3] = ISUM(q0, q1, a0, a1);                            \
+            int32x4_t isum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));   /* [row] */   \
+            float32x4_t scale = vmulq_f32(colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d),         \
+                                          colibri_f16_dup_neon(a[b].d));                                \
+            acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(isum), scale), b));                     \
+        }                                                                                               \
+        vst1q_f32(out, acc);                                                                            \
+    }
+
+
+/* The dot_rows and gemm kernels of one block type for one ARM table. */
+#define COLIBRI_NEON_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)                  \
+    COLIBRI_NEON_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)       \
+    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)          \
+    COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_##TYPE##_##ISA, colibri_dot_rows_##TYPE##_##ISA)
+
+/* Every block type's kernels for one ARM table, from its ISUM. */
+#define COLIBRI_NEON_ALL_BLOCK_KERNELS(ISA, ISUM)                                                   \
+    COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, colibri_block_q8_0, colibri_prep_q8_0_neon, \
+                               ISUM, COLIBRI_NEON_NO_OFFSET)                                       \
+    COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, colibri_block_q8_0, colibri_prep_q4_0_neon, \
+                               ISUM, COLIBRI_NEON_NO_OFFSET)                                       \
+    COLIBRI_NEON_BLOCK_KERNELS(q4_1, ISA, colibri_block_q4_1, colibri_block_q8_1, colibri_prep_q4_1_neon, \
+                               ISUM, COLIBRI_NEON_Q4_1_OFFSET)
+
+#endif /* COLIBRI_ARM_BLOCK_CORE_H */
