@@ -1,0 +1,40 @@
+/*
+ * arm_neon/table.h — the ARM kernel tables (arm_neon/isa.c, arm_dotprod/isa.c):
+ * NEON's kernels throughout, but for the block types' dot_rows and gemm, which
+ * come from the table's own folder (their names end in BLOCKS).
+ */
+#ifndef COLIBRI_ARM_TABLE_H
+#define COLIBRI_ARM_TABLE_H
+
+#include "../isa.h"
+#include "../quant.h"
+
+#define COLIBRI_NEON_TABLE(VAR, NAME, CPU_SUPPORTS, BLOCKS)                      \
+    const colibri_isa_table VAR = {                                             \
+        NAME,                                                                   \
+        CPU_SUPPORTS,                                                           \
+        {                                                                       \
+            [COLIBRI_DTYPE_F32] = colibri_dot_rows_f32_neon,                    \
+            [COLIBRI_DTYPE_F16] = colibri_dot_rows_f16_neon,                    \
+            [COLIBRI_DTYPE_BF16] = colibri_dot_rows_bf16_neon,                  \
+            [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0_##BLOCKS,              \
+            [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0_##BLOCKS,              \
+            [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_##BLOCKS,              \
+        },                                                                      \
+        {                                                                       \
+            [COLIBRI_DTYPE_F32] = colibri_gemm_f32_neon,                        \
+            [COLIBRI_DTYPE_F16] = colibri_gemm_f16_neon,                        \
+            [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_neon,                      \
+            [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_##BLOCKS,                  \
+            [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_##BLOCKS,                  \
+            [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_##BLOCKS,                  \
+        },                                                                      \
+        colibri_quantize_q8_0_neon,                                             \
+        colibri_quantize_q8_1_neon,                                             \
+        {colibri_weighted_sum_f32_neon, colibri_weighted_sum_f16_neon},         \
+        {colibri_f32_row_from_f32, colibri_f16_row_from_f32_neon},              \
+        colibri_softmax_neon,                                                   \
+        colibri_silu_mul_neon,                                                  \
+    };
+
+#endif /* COLIBRI_ARM_TABLE_H */
