@@ -11,6 +11,7 @@
  * hardware (vcvt_f32_f16) four at a time:
  *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
  * The next group's rows are prefetched as one sweep in address order (isa.h).
+ * The gemm core prepares a block's 4 rows once for 4 tokens (activation rows).
  */
 #ifndef COLIBRI_ARM_BLOCK_CORE_H
 #define COLIBRI_ARM_BLOCK_CORE_H
@@ -51,45 +52,86 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
 #define COLIBRI_NEON_Q4_1_OFFSET(v, b)                                                                  \
     vaddq_f32((v), vmulq_f32(colibri_f16x4_neon(w0[b].m, w1[b].m, w2[b].m, w3[b].m), colibri_f16_dup_neon(a[b].s)))
 
-/* out[r] = w[r] . a for 4 rows of WBLOCK against ABLOCK activations: per
- * block, lane r does exactly the reference's step for row r,
- *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]. */
-#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)                                    \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
-        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                         \
-        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
-        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
-        float32x4_t acc = vdupq_n_f32(0.0f);   /* acc: [4] rows */                                      \
-        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                                  \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));          \
-            int8x16_t a0 = vld1q_s8(a[b].qs), a1 = vld1q_s8(a[b].qs + 16), q0, q1;                       \
-            int32x4_t s[4];   /* s: [row] partial sums */                                               \
-            PREP(&w0[b], &q0, &q1), s[0] = ISUM(q0, q1, a0, a1);                            \
-            PREP(&w1[b], &q0, &q1), s[1] = ISUM(q0, q1, a0, a1);                            \
-            PREP(&w2[b], &q0, &q1), s[2] = ISUM(q0, q1, a0, a1);                            \
-            PREP(&w3[b], &q0, &q1), s[3] = ISUM(q0, q1, a0, a1);                            \
-            int32x4_t isum = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));   /* [row] */   \
-            float32x4_t scale = vmulq_f32(colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d),         \
-                                          colibri_f16_dup_neon(a[b].d));                                \
-            acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(isum), scale), b));                     \
-        }                                                                                               \
-        vst1q_f32(out, acc);                                                                            \
+/* Defines NAME(q, qs): the 4 rows' exact block sums [row] against the
+ * activation quants qs: [32] (q: [row][2] the rows' prepared quants), each
+ * row's ISUM partials reduced together by pairwise adds. */
+#define COLIBRI_NEON_ISUM4_DEFINE(NAME, ISUM)                                                       \
+    static inline int32x4_t NAME(int8x16_t q[4][2], const int8_t *qs) {                             \
+        int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);                                        \
+        return vpaddq_s32(vpaddq_s32(ISUM(q[0][0], q[0][1], a0, a1), ISUM(q[1][0], q[1][1], a0, a1)), \
+                          vpaddq_s32(ISUM(q[2][0], q[2][1], a0, a1), ISUM(q[3][0], q[3][1], a0, a1))); \
     }
 
+/* The 4 rows' blocks b prepared: q[r][0], q[r][1] = PREP(&w_r[b]). */
+#define COLIBRI_NEON_PREP4(PREP, q, b)                                                              \
+    PREP(&w0[b], &q[0][0], &q[0][1]), PREP(&w1[b], &q[1][0], &q[1][1]);                            \
+    PREP(&w2[b], &q[2][0], &q[2][1]), PREP(&w3[b], &q[3][0], &q[3][1])
+
+/* acc += this activation row's step for block b (a: its blocks; dw: the 4
+ * rows' d_w): lane r exactly the reference's acc_r += (float)isum_r * (d_w_r
+ * * d_a) [+ m_w_r * s_a]. */
+#define COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc)                                    \
+    acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(ISUM4(q, (a)[b].qs)),                       \
+                                          vmulq_f32(dw, colibri_f16_dup_neon((a)[b].d))), b))
+
+/* out[r] = w[r] . a for 4 rows of WBLOCK against ABLOCK activations, block
+ * after block (the file comment's step), prefetching the group ahead. */
+#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, OFFSET)                          \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
+        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                     \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                        \
+        float32x4_t acc = vdupq_n_f32(0.0f);   /* acc: [4] rows */                                  \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                              \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));      \
+            int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
+            COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
+            float32x4_t dw = colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                \
+            COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc);                                \
+        }                                                                                           \
+        vst1q_f32(out, acc);                                                                        \
+    }
+
+/* 4 rows × 4 activation rows (tokens): each block's 4 weight rows are
+ * prepared and their scales widened once, then used by every token; per
+ * (token, row) lane the arithmetic is the one-row core's, so out[t][r] is
+ * bitwise the reference dot. */
+#define COLIBRI_NEON_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, OFFSET)                     \
+    static void NAME(const char *const w[4], const char *ahead, const char *const x[4], int64_t n,  \
+                     float out[4][4]) {                                                             \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                        \
+        const ABLOCK *a0 = (const ABLOCK *)x[0], *a1 = (const ABLOCK *)x[1];                        \
+        const ABLOCK *a2 = (const ABLOCK *)x[2], *a3 = (const ABLOCK *)x[3];                        \
+        float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;   /* [4] rows each */ \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                              \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));      \
+            int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
+            COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
+            float32x4_t dw = colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                \
+            { const ABLOCK *a = a0; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc0); }     \
+            { const ABLOCK *a = a1; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc1); }     \
+            { const ABLOCK *a = a2; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc2); }     \
+            { const ABLOCK *a = a3; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc3); }     \
+        }                                                                                           \
+        vst1q_f32(out[0], acc0), vst1q_f32(out[1], acc1), vst1q_f32(out[2], acc2), vst1q_f32(out[3], acc3); \
+    }
 
 /* The dot_rows and gemm kernels of one block type for one ARM table. */
-#define COLIBRI_NEON_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)                  \
-    COLIBRI_NEON_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, ISUM, OFFSET)       \
-    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)          \
-    COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_##TYPE##_##ISA, colibri_dot_rows_##TYPE##_##ISA)
+#define COLIBRI_NEON_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, PREP, OFFSET)                         \
+    COLIBRI_NEON_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, colibri_isum4_##ISA, OFFSET) \
+    COLIBRI_NEON_BLOCK_GEMM_CORE(colibri_gemm4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, colibri_isum4_##ISA, OFFSET) \
+    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)           \
+    COLIBRI_GEMM_DEFINE(colibri_gemm_##TYPE##_##ISA, colibri_gemm4_##TYPE##_##ISA)
 
 /* Every block type's kernels for one ARM table, from its ISUM. */
 #define COLIBRI_NEON_ALL_BLOCK_KERNELS(ISA, ISUM)                                                   \
+    COLIBRI_NEON_ISUM4_DEFINE(colibri_isum4_##ISA, ISUM)                                            \
     COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, colibri_block_q8_0, colibri_prep_q8_0_neon, \
-                               ISUM, COLIBRI_NEON_NO_OFFSET)                                       \
+                               COLIBRI_NEON_NO_OFFSET)                                              \
     COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, colibri_block_q8_0, colibri_prep_q4_0_neon, \
-                               ISUM, COLIBRI_NEON_NO_OFFSET)                                       \
+                               COLIBRI_NEON_NO_OFFSET)                                              \
     COLIBRI_NEON_BLOCK_KERNELS(q4_1, ISA, colibri_block_q4_1, colibri_block_q8_1, colibri_prep_q4_1_neon, \
-                               ISUM, COLIBRI_NEON_Q4_1_OFFSET)
+                               COLIBRI_NEON_Q4_1_OFFSET)
 
 #endif /* COLIBRI_ARM_BLOCK_CORE_H */
