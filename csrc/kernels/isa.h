@@ -185,6 +185,40 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
         }                                                                                        \
     }
 
+/* Defines NAME (a colibri_gemm_fn) for f32 activation rows from CORE(const
+ * char *const w[4], const float *const x[TOKENS], int64_t n, float
+ * out[TOKENS][4], int64_t nt), which computes 4 rows against the first nt
+ * (<= TOKENS) of its TOKENS activation rows (spares repeat the last one; their
+ * results are dropped), each (row, token) exactly the one-row arithmetic.
+ * Rows come in tiles of COLIBRI_GEMM_TILE_ROWS that stay in L2; within a
+ * tile, a group of tokens (its f32 rows in L1) passes every 4-row group
+ * before the next group of tokens. */
+#define COLIBRI_GEMM_FLOAT_TILED_DEFINE(NAME, CORE, TOKENS)                                         \
+    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, \
+              int64_t n_tok, float *y, int64_t y_stride) {                                            \
+        for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_GEMM_TILE_ROWS) {                               \
+            int64_t r_end = rows - r0 < COLIBRI_GEMM_TILE_ROWS ? rows : r0 + COLIBRI_GEMM_TILE_ROWS;  \
+            for (int64_t t0 = 0; t0 < n_tok; t0 += (TOKENS)) {                                        \
+                int64_t nt = n_tok - t0 < (TOKENS) ? n_tok - t0 : (TOKENS);                           \
+                const float *xs[TOKENS];   /* xs: [token] activation rows, the last repeated */       \
+                for (int64_t t = 0; t < (TOKENS); t++) {                                              \
+                    xs[t] = (const float *)((const char *)x + (t < nt ? t0 + t : t0 + nt - 1) * x_stride); \
+                }                                                                                     \
+                for (int64_t r = r0; r < r_end; r += 4) {                                             \
+                    const char *ws[4];   /* ws: [row] weight rows, the last repeated */               \
+                    for (int k = 0; k < 4; k++) {                                                     \
+                        ws[k] = (const char *)w + (r + k < r_end ? r + k : r_end - 1) * w_stride;     \
+                    }                                                                                 \
+                    float out[TOKENS][4];   /* out: [token][row] */                                   \
+                    CORE(ws, xs, n, out, nt);                                                         \
+                    for (int64_t t = 0; t < nt; t++) {                                                \
+                        for (int k = 0; k < 4 && r + k < r_end; k++) y[(t0 + t) * y_stride + r + k] = out[t][k]; \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
 /* Defines a colibri_dot_rows_fn as one DOT1 (a colibri_dot_fn) call per row,
  * for the scalar table and ISAs without a 4-row core. DECL is the function's
  * return type and name, with a storage class if any: `static void f`. */

@@ -17,6 +17,21 @@
 #include "../kernels.h"
 #include "float_load.h"
 
+/* out[r] = the reference's combine of row r's acc[0..7] (accumulator r). */
+static inline void colibri_combine4_avx2(__m256 acc0, __m256 acc1, __m256 acc2, __m256 acc3, float out[4]) {
+    /* h: [r0 a0123, r1 a0123, r2 a0123, r3 a0123 | same for a4567] */
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc0, acc1), _mm256_hadd_ps(acc2, acc3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+/* out[r] += the tail (elements from i on) of w[r] . x, as the reference adds it last. */
+#define COLIBRI_AVX2_FLOAT_TAILS(LOAD1, w, x, i, n, out)                                   \
+    for (int r_ = 0; r_ < 4; r_++) {                                                       \
+        float tail_ = 0.0f;                                                                \
+        for (int64_t t_ = (i); t_ < (n); t_++) tail_ += LOAD1((w)[r_], t_) * (x)[t_];      \
+        (out)[r_] += tail_;                                                                \
+    }
+
 /* out[r] = w[r] . x for 4 rows; see the file comment for the order. */
 #define COLIBRI_AVX2_FLOAT_CORE(NAME, LOAD8, LOAD1, ELEM)                                  \
     static void NAME(const char *const w[4], const char *ahead, const void *xv,            \
@@ -32,13 +47,37 @@
             acc2 = _mm256_add_ps(acc2, _mm256_mul_ps(LOAD8(w[2], i), xi));                 \
             acc3 = _mm256_add_ps(acc3, _mm256_mul_ps(LOAD8(w[3], i), xi));                 \
         }                                                                                  \
-        /* h: [r0 a0123, r1 a0123, r2 a0123, r3 a0123 | same for a4567] */                 \
-        __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc0, acc1), _mm256_hadd_ps(acc2, acc3)); \
-        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))); \
-        for (int r = 0; r < 4; r++) {                                                      \
-            float tail = 0.0f;                                                             \
-            for (int64_t t = i; t < n; t++) tail += LOAD1(w[r], t) * x[t];                 \
-            out[r] += tail;                                                                \
+        colibri_combine4_avx2(acc0, acc1, acc2, acc3, out);                                \
+        COLIBRI_AVX2_FLOAT_TAILS(LOAD1, w, x, i, n, out);                                  \
+    }
+
+/* out[t][r] = w[r] . x[t] for 4 rows and 4 tokens (the first nt real), two
+ * tokens per pass sharing each widened weight vector (8 accumulators and 4
+ * weight vectors of AVX2's 16 registers); each (row, token) exactly the
+ * one-row core's arithmetic. */
+#define COLIBRI_AVX2_FLOAT_GEMM_CORE(NAME, LOAD8, LOAD1)                                   \
+    static void NAME(const char *const w[4], const float *const x[4], int64_t n, float out[4][4], \
+                     int64_t nt) {                                                         \
+        for (int t = 0; t < nt; t += 2) {                                                  \
+            const float *xa = x[t], *xb = x[t + 1];                                        \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;   /* token t */    \
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                    /* token t + 1 */ \
+            int64_t i = 0;                                                                 \
+            for (; i + 8 <= n; i += 8) {                                                   \
+                __m256 xva = _mm256_loadu_ps(xa + i), xvb = _mm256_loadu_ps(xb + i), wv;   \
+                wv = LOAD8(w[0], i), a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, xva));       \
+                b0 = _mm256_add_ps(b0, _mm256_mul_ps(wv, xvb));                            \
+                wv = LOAD8(w[1], i), a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, xva));       \
+                b1 = _mm256_add_ps(b1, _mm256_mul_ps(wv, xvb));                            \
+                wv = LOAD8(w[2], i), a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, xva));       \
+                b2 = _mm256_add_ps(b2, _mm256_mul_ps(wv, xvb));                            \
+                wv = LOAD8(w[3], i), a3 = _mm256_add_ps(a3, _mm256_mul_ps(wv, xva));       \
+                b3 = _mm256_add_ps(b3, _mm256_mul_ps(wv, xvb));                            \
+            }                                                                              \
+            colibri_combine4_avx2(a0, a1, a2, a3, out[t]);                                 \
+            colibri_combine4_avx2(b0, b1, b2, b3, out[t + 1]);                             \
+            COLIBRI_AVX2_FLOAT_TAILS(LOAD1, w, xa, i, n, out[t]);                          \
+            COLIBRI_AVX2_FLOAT_TAILS(LOAD1, w, xb, i, n, out[t + 1]);                      \
         }                                                                                  \
     }
 
@@ -50,6 +89,10 @@ COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f32_avx2, colibri_dot4_f32_avx2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f16_avx2, colibri_dot4_f16_avx2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_bf16_avx2, colibri_dot4_bf16_avx2)
 
-COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_f32_avx2, colibri_dot_rows_f32_avx2)
-COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_f16_avx2, colibri_dot_rows_f16_avx2)
-COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_bf16_avx2, colibri_dot_rows_bf16_avx2)
+COLIBRI_AVX2_FLOAT_GEMM_CORE(colibri_gemm4x4_f32_avx2, colibri_load8_f32, colibri_load1_f32)
+COLIBRI_AVX2_FLOAT_GEMM_CORE(colibri_gemm4x4_f16_avx2, colibri_load8_f16, colibri_load1_f16)
+COLIBRI_AVX2_FLOAT_GEMM_CORE(colibri_gemm4x4_bf16_avx2, colibri_load8_bf16, colibri_load1_bf16)
+
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_f32_avx2, colibri_gemm4x4_f32_avx2, 4)
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_f16_avx2, colibri_gemm4x4_f16_avx2, 4)
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_bf16_avx2, colibri_gemm4x4_bf16_avx2, 4)

@@ -84,38 +84,20 @@ COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x8_f32, colibri_load8x2_f32, colibri_load1_
 COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x8_f16, colibri_load8x2_f16, colibri_load1_f16)
 COLIBRI_GEMM_FLOAT_CORE(colibri_gemm4x8_bf16, colibri_load8x2_bf16, colibri_load1_bf16)
 
-/* NAME: a colibri_gemm_fn from CORE (4 rows × 8 tokens, or × 4 for the last 4 or fewer). */
-#define COLIBRI_GEMM_FLOAT_DEFINE(NAME, CORE)                                                         \
-    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, \
-              int64_t n_tok, float *y, int64_t y_stride) {                                            \
-        for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_GEMM_TILE_ROWS) {                               \
-            int64_t r_end = rows - r0 < COLIBRI_GEMM_TILE_ROWS ? rows : r0 + COLIBRI_GEMM_TILE_ROWS;  \
-            for (int64_t t0 = 0, nt; t0 < n_tok; t0 += nt) {                                          \
-                nt = n_tok - t0 > 4 ? 8 : 4;   /* tokens this step, the last repeated */              \
-                const float *xs[8];   /* xs: [token] activation rows */                               \
-                for (int t = 0; t < 8; t++) {                                                         \
-                    int64_t tt = t0 + t < n_tok ? t0 + t : n_tok - 1;                                 \
-                    xs[t] = (const float *)((const char *)x + tt * x_stride);                         \
-                }                                                                                     \
-                for (int64_t r = r0; r < r_end; r += 4) {                                             \
-                    const char *ws[4];   /* ws: [row] weight rows, the last repeated */               \
-                    for (int k = 0; k < 4; k++) {                                                     \
-                        ws[k] = (const char *)w + (r + k < r_end ? r + k : r_end - 1) * w_stride;     \
-                    }                                                                                 \
-                    float out[8][4];   /* out: [token][row] */                                        \
-                    if (nt == 8) {                                                                    \
-                        CORE(ws, xs, n, out, 4);                                                      \
-                    } else {                                                                          \
-                        CORE(ws, xs, n, out, 2);                                                      \
-                    }                                                                                 \
-                    for (int t = 0; t < nt && t0 + t < n_tok; t++) {                                  \
-                        for (int k = 0; k < 4 && r + k < r_end; k++) y[(t0 + t) * y_stride + r + k] = out[t][k]; \
-                    }                                                                                 \
-                }                                                                                     \
-            }                                                                                         \
+/* 4 rows × 8 tokens, or × 4 when 4 or fewer remain. */
+#define COLIBRI_GEMM_FLOAT_CORE_8(NAME, CORE)                                                         \
+    static void NAME(const char *const w[4], const float *const x[8], int64_t n, float out[8][4], int64_t nt) { \
+        if (nt > 4) {                                                                                 \
+            CORE(w, x, n, out, 4);                                                                    \
+        } else {                                                                                      \
+            CORE(w, x, n, out, 2);                                                                    \
         }                                                                                             \
     }
 
-COLIBRI_GEMM_FLOAT_DEFINE(colibri_gemm_f32_avx512, colibri_gemm4x8_f32)
-COLIBRI_GEMM_FLOAT_DEFINE(colibri_gemm_f16_avx512, colibri_gemm4x8_f16)
-COLIBRI_GEMM_FLOAT_DEFINE(colibri_gemm_bf16_avx512, colibri_gemm4x8_bf16)
+COLIBRI_GEMM_FLOAT_CORE_8(colibri_gemm_core_f32, colibri_gemm4x8_f32)
+COLIBRI_GEMM_FLOAT_CORE_8(colibri_gemm_core_f16, colibri_gemm4x8_f16)
+COLIBRI_GEMM_FLOAT_CORE_8(colibri_gemm_core_bf16, colibri_gemm4x8_bf16)
+
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_f32_avx512, colibri_gemm_core_f32, 8)
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_f16_avx512, colibri_gemm_core_f16, 8)
+COLIBRI_GEMM_FLOAT_TILED_DEFINE(colibri_gemm_bf16_avx512, colibri_gemm_core_bf16, 8)
