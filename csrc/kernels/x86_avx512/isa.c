@@ -3,8 +3,8 @@
  * dot_rows kernels are AVX2's (a wider vector would change the reference's
  * 8-lane summation order, and vdpbf16ps rounds the activations to bf16, so
  * neither could stay bitwise equal to the reference; the float dots are
- * memory-bound at decode anyway); the float gemm kernels keep those 8 lanes
- * but use AVX-512's 32 registers for a 4 × 4 tile (gemm_float.c).
+ * memory-bound at decode anyway); the float gemm kernels keep those 8 lanes,
+ * two tokens to a 512-bit register, in a 4 rows × 8 tokens tile (gemm_float.c).
  */
 #include "../isa.h"
 #include "../quant.h"
