@@ -22,11 +22,15 @@ DTYPE_BY_NAME = {"F32": DTYPE_F32, "F16": DTYPE_F16, "BF16": DTYPE_BF16,
 # colibri_qk_norm
 QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = 0, 1, 2
 
+# colibri_router_score
+ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX = 0, 1, 2
+
 # colibri_tensor_kind, in header order
 TENSOR_KINDS = (
     "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
+    "ROUTER_BIAS", "ROUTER_SEL_BIAS",
 )
 KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
 
@@ -48,6 +52,11 @@ class Hparams(ctypes.Structure):
         ("rope_attn_factor", ctypes.c_float), ("qkv_clip", ctypes.c_float),
         ("rope_inv_freq", ctypes.POINTER(ctypes.c_float)),
         ("layer_is_moe", ctypes.POINTER(ctypes.c_uint8)),
+        ("router_score", ctypes.c_int32), ("router_bias", ctypes.c_int32),
+        ("router_sel_bias", ctypes.c_int32), ("router_n_group", ctypes.c_int32),
+        ("router_group_used", ctypes.c_int32), ("router_group_top", ctypes.c_int32),
+        ("router_norm_min", ctypes.c_float), ("router_norm_eps", ctypes.c_float),
+        ("router_scale", ctypes.c_float),
     ]
 
 
@@ -97,6 +106,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_seq_clear": (c_int, [vp, c_i32]),
         "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),
         "colibri_model_load": (vp, [ctypes.c_char_p]),
+        "colibri_route": (c_int, [ctypes.POINTER(Hparams), vp, vp, c_i32, vp, vp]),
         "colibri_quantize": (c_int, [c_i32, vp, vp, c_i64]),
         "colibri_dequantize": (c_int, [c_i32, vp, vp, c_i64]),
         "colibri_model_metadata": (c_int, [vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t)]),

@@ -30,6 +30,7 @@ GGUF_NAMES = {
     "EXPERT_DOWN": "blk.{l}.ffn_down_exps.weight",
     "SHARED_GATE": "blk.{l}.ffn_gate_shexp.weight", "SHARED_UP": "blk.{l}.ffn_up_shexp.weight",
     "SHARED_DOWN": "blk.{l}.ffn_down_shexp.weight", "SHARED_ROUTER": "blk.{l}.ffn_gate_inp_shexp.weight",
+    "ROUTER_BIAS": "blk.{l}.ffn_gate_inp.bias", "ROUTER_SEL_BIAS": "blk.{l}.exp_probs_b.bias",
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")

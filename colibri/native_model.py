@@ -14,10 +14,13 @@ import numpy as np
 
 from . import _native
 from .errors import ModelError
-from .models.spec import QK_NORM_PER_HEAD, QK_NORM_WHOLE, ModelConfig, TensorSlot
+from .models.spec import (QK_NORM_PER_HEAD, QK_NORM_WHOLE, ROUTER_SIGMOID, ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX,
+                          ModelConfig, TensorSlot)
 
 _QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_HEAD,
             QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
+_ROUTER_SCORE = {ROUTER_SOFTMAX: _native.ROUTER_SOFTMAX, ROUTER_SIGMOID: _native.ROUTER_SIGMOID,
+                 ROUTER_TOPK_SOFTMAX: _native.ROUTER_TOPK_SOFTMAX}
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         rope_attn_factor=config.rope_attention_factor, qkv_clip=config.qkv_clip,
         rope_inv_freq=_native.as_ptr(inv_freq, ctypes.c_float),
         layer_is_moe=_native.as_ptr(layer_is_moe, ctypes.c_uint8),
+        router_score=_ROUTER_SCORE[config.router_score], router_bias=int(config.router_bias),
+        router_sel_bias=int(config.router_selection_bias), router_n_group=config.router_groups,
+        router_group_used=config.router_groups_used, router_group_top=config.router_group_top,
+        router_norm_min=config.router_norm_min, router_norm_eps=config.router_norm_eps,
+        router_scale=config.router_scale,
     )
     return hp, (inv_freq, layer_is_moe)
 

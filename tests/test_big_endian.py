@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CROSS_CC = shutil.which("s390x-linux-gnu-gcc")
 QEMU = shutil.which("qemu-s390x") or shutil.which("qemu-s390x-static")
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
-CORE = ("error", "model", "context", "threadpool", "matmul", "attention", "moe", "forward", "profile",
+CORE = ("error", "model", "context", "threadpool", "matmul", "attention", "moe", "router", "forward", "profile",
         "native_file", "json_check", "quantize")
 KERNELS = ("convert", "dot", "ops", "quant", "quant_dot", "dispatch")   # portable: no ISA folder
 PROGRAM = ROOT / "tests" / "c" / "native_logits.c"

@@ -242,6 +242,20 @@ def _hparam_n_head_kv_zero(data: bytearray) -> None:
     struct.pack_into("<i", data, 64 + 16, 0)
 
 
+def _unknown_hparams_extension(data: bytearray) -> None:
+    """One more extension field than this reader knows, nonzero (as a newer writer would store): inserted
+    after the known ones, taken from the zero padding before the directory, which stays where it was."""
+    hparams_size = struct.unpack_from("<I", data, 20)[0]
+    directory = struct.unpack_from("<Q", data, 24)[0]
+    n_ext_at = 64 + native.HPARAMS_V1_BYTES
+    n_ext = struct.unpack_from("<I", data, n_ext_at)[0]
+    assert directory - (64 + hparams_size) >= 4, "no padding to grow the hparams block into"
+    struct.pack_into("<I", data, n_ext_at, n_ext + 1)
+    struct.pack_into("<I", data, 20, hparams_size + 4)
+    at = n_ext_at + 4 + 4 * n_ext
+    data[at:64 + hparams_size + 4] = struct.pack("<f", 1.5) + data[at:64 + hparams_size]
+
+
 def _repeat_an_expert(data: bytearray) -> None:
     """Expert 1's gate claims to be expert 0's (same shape, so only the order rule catches it)."""
     i = _first(data, "EXPERT_GATE")
@@ -251,12 +265,14 @@ def _repeat_an_expert(data: bytearray) -> None:
 # name -> (mutation, words both error lines must contain)
 MALFORMED = {
     "bad magic": (lambda d: d.__setitem__(slice(0, 8), b"COLIBRX\0"), "magic"),
-    "future version": (lambda d: _set_header(d, "version", 2), "version: 2"),
+    "future version": (lambda d: _set_header(d, "version", 3), "version: 3"),
     "header size": (lambda d: _set_header(d, "header_size", 128), "header_size"),
     "huge tensor count": (lambda d: _set_header(d, "n_tensors", 0xFFFFFFFF), "n_tensors"),
     "metadata past EOF": (lambda d: _set_header(d, "metadata_size", 1 << 40), "metadata_size"),
     "header n_layer differs": (lambda d: _set_header(d, "n_layer", 9), "n_layer"),
     "hparams insane": (_hparam_n_head_kv_zero, "n_head_kv"),
+    "hparams n_ext wrong": (lambda d: struct.pack_into("<I", d, 64 + native.HPARAMS_V1_BYTES, 10), "hparams_size"),
+    "hparams extension unknown": (_unknown_hparams_extension, "extension field 9 is unknown"),
     "offset misaligned": (lambda d: _set_entry(d, 3, "offset", _entry(d, 3).offset + 8), "not a multiple of 64"),
     "offset past EOF": (lambda d: _set_entry(d, 3, "offset", 1 << 50), "past the end"),
     "overlap": (lambda d: _set_entry(d, 3, "offset", _entry(d, 2).offset), "overlaps"),

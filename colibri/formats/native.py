@@ -2,7 +2,8 @@
 
     64 B        header: magic "COLIBRI\\0", version, header size, counts, section offsets,
                 n_layer, n_expert
-    hparams     every colibri_hparams scalar, rope inv_freq [head_dim/2] f32, layer_is_moe [n_layer] u8
+    hparams     every colibri_hparams scalar (version 1's, then n_ext extension fields), rope
+                inv_freq [head_dim/2] f32, layer_is_moe [n_layer] u8
     directory   n_tensors x 48 B: kind, layer, expert, dtype, rows, cols, offset, nbytes
     metadata    UTF-8 JSON object: architecture, source files (config, tokenizer, chat templates, ...)
     data        the tensors in directory order, each at the next 64-byte boundary
@@ -29,11 +30,12 @@ from ..models.spec import ModelConfig, TensorSlot
 from .safetensors import parse_json_object
 
 MAGIC = b"COLIBRI\0"
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 64
 ALIGN = 64
 ENTRY_BYTES = 48
-HPARAMS_FIXED_BYTES = 88
+HPARAMS_V1_BYTES = 88         # the scalars of version 1
+HPARAMS_FIXED_BYTES = 92      # those + n_ext (u32), before the extension fields
 SUFFIX = ".colibri"
 
 _HEADER = struct.Struct("<8sIIIIQQQQii")          # see FORMAT.md "Header"
@@ -45,14 +47,20 @@ _HP_FLOATS = ("norm_eps", "attn_scale", "rope_attn_factor", "qkv_clip")
 _HP_TAIL = ("rope_interleaved",)
 _HP_FIELDS = _HP_INTS + _HP_FLOATS + _HP_TAIL
 _HP_SCALARS = struct.Struct("<" + "i" * len(_HP_INTS) + "f" * len(_HP_FLOATS) + "i" * len(_HP_TAIL))
-assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_FIXED_BYTES
+# Extension fields (FORMAT.md): after n_ext, 4 bytes each, appended to and never reordered; a file
+# with fewer leaves the rest 0 (their defaults); ones this reader does not know must be 0.
+_HP_EXT = (("router_score", "i"), ("router_bias", "i"), ("router_sel_bias", "i"), ("router_n_group", "i"),
+           ("router_group_used", "i"), ("router_group_top", "i"), ("router_norm_min", "f"),
+           ("router_norm_eps", "f"), ("router_scale", "f"))
+assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_V1_BYTES
 
 # dtype id -> (name, elements per block, bytes per block)
 DTYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("BF16", 1, 2),
           3: ("Q8_0", 32, 34), 4: ("Q4_0", 32, 18), 5: ("Q4_1", 32, 20)}
 DTYPE_IDS = {name: i for i, (name, _, _) in DTYPES.items()}
 KINDS = _native.TENSOR_KINDS
-_VECTOR_KINDS = {"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM"}
+_VECTOR_KINDS = {"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM", "ROUTER_BIAS",
+                 "ROUTER_SEL_BIAS"}
 _EXPERT_KINDS = {"EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN"}
 
 # Side files a converted model carries in metadata["files"] (name -> text).
@@ -117,23 +125,38 @@ def encode_hparams(config: ModelConfig) -> bytes:
     """The hparams block of a ModelConfig, through the same mapping the C model is built with."""
     hp, (inv_freq, layer_is_moe) = hparams_for(config)
     scalars = _HP_SCALARS.pack(*(getattr(hp, f) for f in _HP_FIELDS))
-    return scalars + inv_freq.astype("<f4").tobytes() + layer_is_moe.astype("u1").tobytes()
+    ext = struct.pack("<I" + "".join(kind for _, kind in _HP_EXT), len(_HP_EXT),
+                      *(getattr(hp, name) for name, _ in _HP_EXT))
+    return scalars + ext + inv_freq.astype("<f4").tobytes() + layer_is_moe.astype("u1").tobytes()
 
 
 def decode_hparams(block: bytes, where: str) -> dict[str, Any]:
     """Field -> value (rope_inv_freq: [head_dim/2] float32 array, layer_is_moe: tuple); the block's
-    size must be exactly 88 + 4*head_dim/2 + n_layer."""
+    size must be exactly 92 + 4*n_ext + 4*head_dim/2 + n_layer."""
     values = _HP_SCALARS.unpack_from(block, 0)
     hp = dict(zip(_HP_FIELDS, values))
     head_dim, n_layer = hp["head_dim"], hp["n_layer"]
     if head_dim <= 0 or head_dim % 2 or n_layer <= 0:
         raise ModelError(f"{where}: hparams: head_dim must be even and > 0 and n_layer > 0, "
                          f"got {head_dim} and {n_layer}")
-    want = HPARAMS_FIXED_BYTES + 2 * head_dim + n_layer
+    n_ext = struct.unpack_from("<I", block, HPARAMS_V1_BYTES)[0]
+    want = HPARAMS_FIXED_BYTES + 4 * n_ext + 2 * head_dim + n_layer
     if len(block) != want:
-        raise ModelError(f"{where}: hparams_size: expected {want} (88 + 4*head_dim/2 + n_layer), got {len(block)}")
-    hp["rope_inv_freq"] = np.frombuffer(block, "<f4", head_dim // 2, HPARAMS_FIXED_BYTES).astype(np.float32)
-    hp["layer_is_moe"] = tuple(block[HPARAMS_FIXED_BYTES + 2 * head_dim:])
+        raise ModelError(f"{where}: hparams_size: expected {want} (92 + 4*n_ext + 4*head_dim/2 + n_layer), "
+                         f"got {len(block)}")
+    for name, kind in _HP_EXT:
+        hp[name] = 0.0 if kind == "f" else 0
+    for i in range(n_ext):
+        at = HPARAMS_FIXED_BYTES + 4 * i
+        if i < len(_HP_EXT):
+            name, kind = _HP_EXT[i]
+            hp[name] = struct.unpack_from("<" + kind, block, at)[0]
+        elif block[at:at + 4] != bytes(4):
+            raise ModelError(f"{where}: hparams: extension field {i} is unknown to this reader (it knows "
+                             f"{len(_HP_EXT)}; a newer Colibri wrote the file) and not 0")
+    arrays = HPARAMS_FIXED_BYTES + 4 * n_ext
+    hp["rope_inv_freq"] = np.frombuffer(block, "<f4", head_dim // 2, arrays).astype(np.float32)
+    hp["layer_is_moe"] = tuple(block[arrays + 2 * head_dim:])
     return hp
 
 
@@ -162,12 +185,37 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
     require(all(v in (0, 1) for v in moe), "layer_is_moe values must be 0 or 1")
     require(all(moe) or hp["n_ff"] > 0, "dense layers need n_ff > 0")
     if any(moe):
-        require(hp["n_expert"] > 0, "MoE layers need n_expert > 0")
-        require(1 <= hp["n_expert_used"] <= hp["n_expert"],
-                f"n_expert_used must be in [1, n_expert={hp['n_expert']}], got {hp['n_expert_used']}")
+        _check_router(hp, require)
         require(hp["n_ff_expert"] > 0, "MoE layers need n_ff_expert > 0")
     else:
         require(hp["n_ff_shared"] == 0, "a shared expert needs MoE layers")
+
+
+def _check_router(hp: dict[str, Any], require: Callable[[bool, str], None]) -> None:
+    """colibri_router_check's checks (csrc/core/router.c), with the same wording."""
+    E = hp["n_expert"]
+    require(E > 0, "MoE layers need n_expert > 0")
+    require(1 <= hp["n_expert_used"] <= E, f"n_expert_used must be in [1, n_expert={E}], got {hp['n_expert_used']}")
+    require(hp["router_score"] in (0, 1, 2),
+            f"router_score must be 0 (softmax), 1 (sigmoid) or 2 (top-k softmax), got {hp['router_score']}")
+    for name in ("router_bias", "router_sel_bias"):
+        require(hp[name] in (0, 1), f"{name} must be 0 or 1")
+    G = hp["router_n_group"]
+    require(0 <= G <= E, f"router_n_group must be in [0, n_expert={E}], got {G}")
+    if G > 1:
+        size = E // G
+        require(E % G == 0, f"router_n_group={G} must divide n_expert={E}")
+        require(1 <= hp["router_group_used"] <= G,
+                f"router_group_used must be in [1, router_n_group={G}], got {hp['router_group_used']}")
+        require(1 <= hp["router_group_top"] <= size,
+                f"router_group_top must be in [1, n_expert/router_n_group={size}], got {hp['router_group_top']}")
+        require(hp["router_group_used"] * size >= hp["n_expert_used"],
+                f"router_group_used={hp['router_group_used']} groups of {size} experts cannot hold "
+                f"n_expert_used={hp['n_expert_used']}")
+    for name in ("router_norm_min", "router_norm_eps"):
+        require(bool(np.isfinite(hp[name])) and hp[name] >= 0, f"{name} must be finite and >= 0")
+    require(bool(np.isfinite(hp["router_scale"])) and hp["router_scale"] >= 0,
+            "router_scale must be finite and >= 0 (0 = 1)")
 
 
 def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]:
@@ -199,6 +247,10 @@ def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]
             out += [("SHARED_GATE", l, -1, S, D), ("SHARED_UP", l, -1, S, D), ("SHARED_DOWN", l, -1, D, S)]
             if hp["shared_gated"]:
                 out.append(("SHARED_ROUTER", l, -1, 1, D))
+        if hp["router_bias"]:
+            out.append(("ROUTER_BIAS", l, -1, 1, hp["n_expert"]))
+        if hp["router_sel_bias"]:
+            out.append(("ROUTER_SEL_BIAS", l, -1, 1, hp["n_expert"]))
     return out
 
 

@@ -20,6 +20,8 @@ from . import rope
 _REQUIRED = object()
 
 QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = "none", "per_head", "whole"
+# how a router scores experts (colibri.h colibri_router_score)
+ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX = "softmax", "sigmoid", "topk_softmax"
 
 
 class ConfigReader:
@@ -119,6 +121,16 @@ class ModelConfig:
     sliding_window: int = 0
     rope_interleaved: bool = False   # q/k rows stored for adjacent-pair RoPE (GGUF llama)
     qkv_clip: float = 0.0
+    # routing beyond softmax → top-k (→ renormalise): colibri.h describes the steps
+    router_score: str = ROUTER_SOFTMAX
+    router_bias: bool = False            # ROUTER_BIAS added to the logits
+    router_selection_bias: bool = False  # ROUTER_SEL_BIAS added to the scores, for the choice only
+    router_groups: int = 0               # experts in this many equal groups (0 or 1: none)
+    router_groups_used: int = 0          # the best groups kept
+    router_group_top: int = 0            # a group's score: the sum of its best N choices
+    router_norm_min: float = 0.0         # renormalisation divides by max(sum, min) + eps
+    router_norm_eps: float = 0.0
+    router_scale: float = 1.0            # gates multiplied by this (routed_scaling_factor)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
 
@@ -182,6 +194,26 @@ def read_common(cfg: ConfigReader, architecture: str, **moe: Any) -> ModelConfig
     return config
 
 
+def router_groups(cfg: ConfigReader, num_experts: int, top_k: int, group_top: int, *,
+                  groups_key: str = "n_group", used_key: str = "topk_group") -> dict[str, int]:
+    """Group-limited routing fields (DeepSeek's n_group / topk_group): experts in n_group equal
+    groups, the topk_group best kept, a group scored by the sum of its group_top best choices.
+    n_group of 1 (or absent) means no groups."""
+    groups = cfg.int(groups_key, 1, max=max(num_experts, 1))
+    if groups <= 1:
+        return dict(router_groups=0, router_groups_used=0, router_group_top=0)
+    if num_experts % groups:
+        raise cfg.error(groups_key, f"= {groups} must divide the number of experts ({num_experts})")
+    used = cfg.int(used_key, max=groups)
+    size = num_experts // groups
+    if used * size < top_k:
+        raise cfg.error(used_key, f"= {used} groups of {size} experts cannot hold num_experts_per_tok={top_k}")
+    if group_top > size:
+        raise cfg.error(groups_key, f"= {groups} leaves {size} experts per group, fewer than the {group_top} "
+                        "that score a group")
+    return dict(router_groups=groups, router_groups_used=used, router_group_top=group_top)
+
+
 def sparse_layers(cfg: ConfigReader, num_layers: int, num_experts: int) -> tuple[int, ...]:
     """Layers with routed experts under Qwen-style ``mlp_only_layers`` / ``decoder_sparse_step``."""
     mlp_only = set(cfg.int_list("mlp_only_layers", min=0, max=num_layers - 1))
@@ -238,6 +270,8 @@ LLAMA_NAMES: dict[str, str] = {
     "SHARED_UP": "model.layers.{l}.mlp.shared_expert.up_proj.weight",
     "SHARED_DOWN": "model.layers.{l}.mlp.shared_expert.down_proj.weight",
     "SHARED_ROUTER": "model.layers.{l}.mlp.shared_expert_gate.weight",
+    "ROUTER_BIAS": "model.layers.{l}.mlp.gate.bias",
+    "ROUTER_SEL_BIAS": "model.layers.{l}.mlp.gate.e_score_correction_bias",
 }
 
 
@@ -316,6 +350,10 @@ def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
         if l in moe_layers:
             F = c.expert_intermediate_size
             add("ROUTER", (c.num_experts, D), l)
+            if c.router_bias:
+                add("ROUTER_BIAS", (c.num_experts,), l)
+            if c.router_selection_bias:
+                add("ROUTER_SEL_BIAS", (c.num_experts,), l)
             for e in range(c.num_experts):
                 add("EXPERT_GATE", (F, D), l, e)
                 add("EXPERT_UP", (F, D), l, e)

@@ -95,13 +95,14 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->v = colibri_arena_take(p, f, T, K, 1, 1);
     s->attn = colibri_arena_take(p, f, T, Q, 1, 1);
     s->o = colibri_arena_take(p, f, T, D, 1, 1);
-    s->wvec = colibri_arena_take(p, f, colibri_max3(D, Q, K), 1, 1, 1);
+    s->wvec = colibri_arena_take(p, f, colibri_max3(colibri_max3(D, Q, K), E, 0), 1, 1, 1);
     s->rope_cs = colibri_arena_take(p, f, T, (size_t)hp->head_dim, 1, 1);
     s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, COLIBRI_ATTN_TILE, C, 1);
     s->ff_gate = colibri_arena_take(p, f, T, F, 1, 1);
     s->ff_up = colibri_arena_take(p, f, T, F, 1, 1);
     s->router_logits = colibri_arena_take(p, f, T, E, 1, 1);
-    s->router_probs = colibri_arena_take(p, f, E, 1, 1, 1);
+    s->router_work = colibri_arena_take(p, f, (size_t)COLIBRI_ROUTER_WORK_FLOATS(E), 1, 1, 1);
+    s->router_iwork = colibri_arena_take(p, i32, (size_t)COLIBRI_ROUTER_WORK_INTS(E), 1, 1, 1);
     s->shared_logit = colibri_arena_take(p, f, T, 1, 1, 1);
     s->sel_expert = colibri_arena_take(p, i32, T, k, 1, 1);
     s->sel_gate = colibri_arena_take(p, f, T, k, 1, 1);

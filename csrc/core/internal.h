@@ -38,8 +38,24 @@ typedef struct colibri_layer {
     colibri_tensor *experts;            /* experts: [n_expert, 3] gate, up, down */
 } colibri_layer;
 
+/* A model's routing rule (colibri.h, hparams router_*), resolved once:
+ * n_group == 1 means no groups, scale == 1 no scaling. */
+typedef struct colibri_router {
+    int32_t n_expert, k;
+    int32_t score;                         /* colibri_router_score */
+    int32_t n_group, group_used, group_top;
+    int32_t renorm;
+    float norm_min, norm_eps, scale;
+} colibri_router;
+
+/* Scratch one token's routing needs (router.c): floats s, choice and group
+ * scores [3E]; ints [E]. */
+#define COLIBRI_ROUTER_WORK_FLOATS(E) (3 * (int64_t)(E))
+#define COLIBRI_ROUTER_WORK_INTS(E) ((int64_t)(E))
+
 struct colibri_model {
     colibri_hparams hp;          /* the two arrays point at the copies below */
+    colibri_router router;       /* from hp (MoE models) */
     float *rope_inv_freq;        /* rope_inv_freq: [head_dim/2] */
     uint8_t *layer_is_moe;       /* layer_is_moe: [n_layer] */
     colibri_tensor global[3];    /* TOKEN_EMBD, OUTPUT_NORM, OUTPUT */
@@ -96,13 +112,14 @@ typedef struct colibri_scratch {
     float *v;              /* v: [T, K] */
     float *attn;           /* attn: [T, Q] attention output before Wo */
     float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
-    float *wvec;           /* wvec: [max(D, Q, K)] a 1-D weight converted to f32 */
+    float *wvec;           /* wvec: [max(D, Q, K, E)] a 1-D weight converted to f32 */
     float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
     float *scores;         /* scores: [n_threads, COLIBRI_ATTN_TILE, n_ctx] attention probabilities */
     float *ff_gate;        /* ff_gate: [T, F] dense / shared MLP gate activations */
     float *ff_up;          /* ff_up: [T, F] */
     float *router_logits;  /* router_logits: [T, E] */
-    float *router_probs;   /* router_probs: [E] one token's softmax */
+    float *router_work;    /* router_work: [COLIBRI_ROUTER_WORK_FLOATS(E)] one token's scores */
+    int32_t *router_iwork; /* router_iwork: [COLIBRI_ROUTER_WORK_INTS(E)] */
     float *shared_logit;   /* shared_logit: [T] shared-expert router logit */
     int32_t *sel_expert;   /* sel_expert: [T, k] top-k experts */
     float *sel_gate;       /* sel_gate: [T, k] their gates */
@@ -162,10 +179,16 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t n_tokens,
                        const colibri_outputs *out);
 
 /* MoE stages, exposed for tests of the C core. */
-/* ROUTER: logits [E] → top-k experts [k] (descending prob, ties to the lower
- * index) and gates [k] (renormalised to sum 1 when renorm). probs: [E] scratch. */
-void colibri_router_select(const float *logits, int32_t n_expert, int32_t k, int32_t renorm,
-                           float *probs, int32_t *experts, float *gates);
+/* The routing fields' checks (colibri_model_create's, for models with MoE
+ * layers, and colibri_route's); 0 or COLIBRI_ERR_INVALID with the error set. */
+int colibri_router_check(const colibri_hparams *hp);
+void colibri_router_from_hparams(const colibri_hparams *hp, colibri_router *r);
+/* ROUTER: one token's logits [E] → experts [k] by descending choice score
+ * (ties to the lower index) and their gates [k], by the rule r (colibri.h
+ * describes the steps). sel_bias: [E] or NULL; work, iwork:
+ * COLIBRI_ROUTER_WORK_FLOATS / _INTS scratch. Allocates nothing. */
+void colibri_router_select(const colibri_router *r, const float *logits, const float *sel_bias, float *work,
+                           int32_t *iwork, int32_t *experts, float *gates);
 /* DISPATCHER: counting sort of the n_tokens*k (token, slot) pairs by expert.
  * count: [E], start: [E+1], sorted_pair: [T*k], pair_row: [T*k]. */
 void colibri_dispatch_build(const int32_t *experts, int32_t n_tokens, int32_t k, int32_t n_expert,

@@ -16,6 +16,7 @@ static const char *const colibri_kind_names[COLIBRI_T_COUNT] = {
     "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
+    "ROUTER_BIAS", "ROUTER_SEL_BIAS",
 };
 
 static int colibri_kind_is_global(int32_t kind) {
@@ -31,6 +32,7 @@ static int colibri_kind_is_vector(int32_t kind) {
     switch (kind) {
     case COLIBRI_T_OUTPUT_NORM: case COLIBRI_T_ATTN_NORM: case COLIBRI_T_BQ: case COLIBRI_T_BK:
     case COLIBRI_T_BV: case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: case COLIBRI_T_FFN_NORM:
+    case COLIBRI_T_ROUTER_BIAS: case COLIBRI_T_ROUTER_SEL_BIAS:
         return 1;
     default: return 0;
     }
@@ -92,10 +94,8 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
     }
     COLIBRI_REQUIRE(!any_dense || hp->n_ff > 0, "hparams: dense layers need n_ff > 0");
     if (any_moe) {
-        COLIBRI_REQUIRE(hp->n_expert > 0, "hparams: MoE layers need n_expert > 0");
-        COLIBRI_REQUIRE(hp->n_expert_used >= 1 && hp->n_expert_used <= hp->n_expert,
-                        "hparams: n_expert_used must be in [1, n_expert=%d], got %d", hp->n_expert,
-                        hp->n_expert_used);
+        int rc = colibri_router_check(hp);
+        if (rc != COLIBRI_OK) return rc;
         COLIBRI_REQUIRE(hp->n_ff_expert > 0, "hparams: MoE layers need n_ff_expert > 0");
     } else {
         COLIBRI_REQUIRE(hp->n_ff_shared == 0, "hparams: a shared expert needs MoE layers");
@@ -121,6 +121,7 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
     memcpy(m->layer_is_moe, hp->layer_is_moe, (size_t)hp->n_layer);
     m->hp.rope_inv_freq = m->rope_inv_freq;
     m->hp.layer_is_moe = m->layer_is_moe;
+    colibri_router_from_hparams(hp, &m->router);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!m->layer_is_moe[l]) continue;
         m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,
@@ -173,6 +174,7 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
         [COLIBRI_T_EXPERT_DOWN] = {D, hp->n_ff_expert},
         [COLIBRI_T_SHARED_GATE] = {hp->n_ff_shared, D}, [COLIBRI_T_SHARED_UP] = {hp->n_ff_shared, D},
         [COLIBRI_T_SHARED_DOWN] = {D, hp->n_ff_shared}, [COLIBRI_T_SHARED_ROUTER] = {1, D},
+        [COLIBRI_T_ROUTER_BIAS] = {1, hp->n_expert},    [COLIBRI_T_ROUTER_SEL_BIAS] = {1, hp->n_expert},
     };
     *rows = shape[kind][0];
     *cols = shape[kind][1];
@@ -186,6 +188,8 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
     case COLIBRI_T_SHARED_GATE: case COLIBRI_T_SHARED_UP: case COLIBRI_T_SHARED_DOWN:
         return moe && hp->n_ff_shared > 0;
     case COLIBRI_T_SHARED_ROUTER: return moe && hp->shared_gated;
+    case COLIBRI_T_ROUTER_BIAS: return moe && hp->router_bias;
+    case COLIBRI_T_ROUTER_SEL_BIAS: return moe && hp->router_sel_bias;
     default: return 1;
     }
 }
@@ -198,6 +202,12 @@ static const char *colibri_tensor_absence_reason(const colibri_model *m, int32_t
     case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: return "qk_norm is NONE";
     case COLIBRI_T_FFN_GATE: case COLIBRI_T_FFN_UP: case COLIBRI_T_FFN_DOWN:
         return "the layer is MoE";
+    case COLIBRI_T_ROUTER_BIAS:
+        if (m->layer_is_moe[layer]) return "router_bias is 0";
+        return "the layer is dense";
+    case COLIBRI_T_ROUTER_SEL_BIAS:
+        if (m->layer_is_moe[layer]) return "router_sel_bias is 0";
+        return "the layer is dense";
     case COLIBRI_T_SHARED_ROUTER:
         if (m->layer_is_moe[layer] && m->hp.n_ff_shared > 0) return "shared_gated is 0";
         /* fall through */

@@ -1,6 +1,7 @@
 /*
  * moe.c — the Mixture-of-Experts block, as three separate stages:
  *   ROUTER      router logits [T, E] → top-k experts [T, k] + gates [T, k]
+ *               (the routing rules live in router.c)
  *   DISPATCHER  counting sort of the T*k (token, slot) pairs by expert, so
  *               each selected expert runs ONCE over all its tokens
  *   AGGREGATOR  out[t] = sum_slot gate[t, slot] * y[t, slot], slot order
@@ -11,29 +12,6 @@
 #include "internal.h"
 #include "profile.h"
 #include "../kernels/kernels.h"
-
-/* ---- ROUTER ---------------------------------------------------------------- */
-
-void colibri_router_select(const float *logits, int32_t n_expert, int32_t k, int32_t renorm,
-                           float *probs, int32_t *experts, float *gates) {
-    memcpy(probs, logits, (size_t)n_expert * sizeof(float));
-    colibri_softmax_apply(probs, n_expert);
-    for (int32_t slot = 0; slot < k; slot++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < n_expert; e++) {
-            int taken = 0;
-            for (int32_t prev = 0; prev < slot; prev++) taken |= experts[prev] == e;
-            if (!taken && (best < 0 || probs[e] > probs[best])) best = e;   /* strict: lower index wins ties */
-        }
-        experts[slot] = best;
-        gates[slot] = probs[best];
-    }
-    if (renorm) {
-        float sum = 0.0f;
-        for (int32_t slot = 0; slot < k; slot++) sum += gates[slot];
-        for (int32_t slot = 0; slot < k; slot++) gates[slot] /= sum;
-    }
-}
 
 /* ---- DISPATCHER ------------------------------------------------------------ */
 
@@ -104,9 +82,15 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
         {&L->t[COLIBRI_T_SHARED_ROUTER], s->h, D, s->shared_logit, 1, T, NULL, NULL},  /* [T, 1] */
     };
     colibri_matmul_run(ctx, router, hp->shared_gated ? 2 : 1);
+    if (hp->router_bias) {
+        const float *b = colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_BIAS]);   /* b: [E] */
+        for (int64_t i = 0; i < (int64_t)T * E; i++) s->router_logits[i] += b[i % E];
+    }
+    const float *sel_bias = hp->router_sel_bias ? colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_SEL_BIAS])
+                                                : NULL;   /* sel_bias: [E] */
     for (int32_t t = 0; t < T; t++) {
-        colibri_router_select(s->router_logits + (int64_t)t * E, E, k, hp->router_renorm,
-                              s->router_probs, s->sel_expert + (int64_t)t * k, s->sel_gate + (int64_t)t * k);
+        colibri_router_select(&m->router, s->router_logits + (int64_t)t * E, sel_bias, s->router_work,
+                              s->router_iwork, s->sel_expert + (int64_t)t * k, s->sel_gate + (int64_t)t * k);
     }
     colibri_route_outputs_write(ctx, layer, T, out);
     colibri_profile_mark(ctx, COLIBRI_STAGE_ROUTER, layer);

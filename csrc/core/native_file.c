@@ -172,9 +172,37 @@ static int colibri_file_read_header(const char *path, const unsigned char *b, ui
     return COLIBRI_OK;
 }
 
+/* The hparams fields after version 1's 88 bytes, in file order (FORMAT.md
+ * "Extension fields"): each 4 bytes, an i32 or an f32. Appended to, never
+ * reordered; a file with fewer leaves the rest 0 (their defaults). */
+static const size_t colibri_file_hp_ext[] = {
+    offsetof(colibri_hparams, router_score),     offsetof(colibri_hparams, router_bias),
+    offsetof(colibri_hparams, router_sel_bias),  offsetof(colibri_hparams, router_n_group),
+    offsetof(colibri_hparams, router_group_used), offsetof(colibri_hparams, router_group_top),
+    offsetof(colibri_hparams, router_norm_min),  offsetof(colibri_hparams, router_norm_eps),
+    offsetof(colibri_hparams, router_scale),
+};
+#define COLIBRI_FILE_HP_EXT_KNOWN (sizeof colibri_file_hp_ext / sizeof colibri_file_hp_ext[0])
+
+/* Reads the extension fields at p (n_ext of them, inside the block) into hp;
+ * a field this reader does not know must be 0. */
+static int colibri_file_read_hp_ext(const char *path, const unsigned char *p, uint32_t n_ext, colibri_hparams *hp) {
+    for (uint32_t i = 0; i < n_ext; i++) {
+        uint32_t bits = colibri_le_u32(p + 4 * (size_t)i);
+        if (i < COLIBRI_FILE_HP_EXT_KNOWN) {
+            memcpy((char *)hp + colibri_file_hp_ext[i], &bits, sizeof bits);   /* i32 or f32, 4 bytes */
+        } else if (bits != 0) {
+            return COLIBRI_FAIL("%s: hparams: extension field %u is unknown to this reader (it knows %u; "
+                                "a newer Colibri wrote the file) and not 0", path, i,
+                                (unsigned)COLIBRI_FILE_HP_EXT_KNOWN);
+        }
+    }
+    return COLIBRI_OK;
+}
+
 /* Reads the hparams block into hp; its arrays point into the mapping (the
- * model copies them). Checks the block's size against head_dim and n_layer;
- * colibri_model_create checks the values. */
+ * model copies them). Checks the block's size against n_ext, head_dim and
+ * n_layer; colibri_model_create checks the values. */
 static int colibri_file_read_hparams(const char *path, const unsigned char *b, const colibri_file_header *h,
                                      colibri_hparams *hp, float **inv_freq) {
     const unsigned char *p = b + COLIBRI_FILE_HEADER_BYTES;
@@ -192,11 +220,16 @@ static int colibri_file_read_hparams(const char *path, const unsigned char *b, c
         return COLIBRI_FAIL("%s: hparams: head_dim must be even and > 0 and n_layer > 0, got %d and %d",
                             path, hp->head_dim, hp->n_layer);
     }
-    uint64_t want = COLIBRI_FILE_HPARAMS_FIXED_BYTES + 2 * (uint64_t)hp->head_dim + (uint64_t)hp->n_layer;
+    uint32_t n_ext = colibri_le_u32(p + COLIBRI_FILE_HPARAMS_V1_BYTES);
+    uint64_t want = COLIBRI_FILE_HPARAMS_FIXED_BYTES + 4 * (uint64_t)n_ext + 2 * (uint64_t)hp->head_dim +
+                    (uint64_t)hp->n_layer;
     if (h->hparams_size != want) {
-        return COLIBRI_FAIL("%s: hparams_size: expected %llu (88 + 4*head_dim/2 + n_layer), got %u", path,
-                            (unsigned long long)want, h->hparams_size);
+        return COLIBRI_FAIL("%s: hparams_size: expected %llu (92 + 4*n_ext + 4*head_dim/2 + n_layer), got %u",
+                            path, (unsigned long long)want, h->hparams_size);
     }
+    int rc = colibri_file_read_hp_ext(path, p + COLIBRI_FILE_HPARAMS_FIXED_BYTES, n_ext, hp);
+    if (rc != COLIBRI_OK) return rc;
+    p += 4 * (size_t)n_ext;   /* the arrays follow the extension fields */
     if (h->n_layer != hp->n_layer || h->n_expert != hp->n_expert) {
         return COLIBRI_FAIL("%s: header n_layer/n_expert (%d, %d) differ from the hparams block's (%d, %d)",
                             path, h->n_layer, h->n_expert, hp->n_layer, hp->n_expert);

@@ -9,11 +9,12 @@
 
 #include "colibri.h"
 
-/* ---- fixed sizes of format version 1 ---------------------------------------- */
-#define COLIBRI_FILE_VERSION 1
+/* ---- fixed sizes of format version 2 ---------------------------------------- */
+#define COLIBRI_FILE_VERSION 2
 #define COLIBRI_FILE_HEADER_BYTES 64
 #define COLIBRI_FILE_ALIGN 64
-#define COLIBRI_FILE_HPARAMS_FIXED_BYTES 88   /* the scalar fields, before the two arrays */
+#define COLIBRI_FILE_HPARAMS_V1_BYTES 88      /* the version-1 scalar fields */
+#define COLIBRI_FILE_HPARAMS_FIXED_BYTES 92   /* those + n_ext, before the extension fields */
 #define COLIBRI_FILE_ENTRY_BYTES 48           /* one tensor directory entry */
 #define COLIBRI_FILE_JSON_MAX_DEPTH 64        /* nesting limit of the metadata JSON */
 

@@ -72,6 +72,15 @@ typedef enum colibri_qk_norm {
                                       applied over the whole projection (OLMoE) */
 } colibri_qk_norm;
 
+/* ---- how a router scores experts (hparams.router_score) -----------------
+ * s = the scores top-k selects on (plus the selection bias, if any); the
+ * gates are the chosen experts' s, except under TOPK_SOFTMAX. */
+typedef enum colibri_router_score {
+    COLIBRI_ROUTER_SOFTMAX = 0,      /* s = softmax(logits) over all experts (Mixtral, Qwen, DeepSeek-V2) */
+    COLIBRI_ROUTER_SIGMOID = 1,      /* s = sigmoid(logits), each expert alone (DeepSeek-V3, GLM-4.5) */
+    COLIBRI_ROUTER_TOPK_SOFTMAX = 2  /* s = logits; gates = softmax over the k chosen (Granite, gpt-oss) */
+} colibri_router_score;
+
 /* ---- model hyperparameters --------------------------------------------- */
 /* All fields are plain values; the two arrays are copied by
  * colibri_model_create, so the caller may free them afterwards. */
@@ -103,6 +112,23 @@ typedef struct colibri_hparams {
     const float *rope_inv_freq;   /* [head_dim/2] rotary inverse frequencies (NeoX/HF
                                      rotate-half layout); copied */
     const uint8_t *layer_is_moe;  /* [n_layer]: 1 = routed experts, 0 = dense MLP; copied */
+    /* Routing (all 0 = Mixtral's rule: softmax, top-k, router_renorm). In order:
+     * logits (+ ROUTER_BIAS) → s (router_score) → choice = s (+ ROUTER_SEL_BIAS)
+     * → keep the router_group_used best of router_n_group equal groups of
+     * experts, a group scored by the sum of its router_group_top best choices
+     * → top-k of choice → gates = s of the chosen (or their softmax) →
+     * renormalised (router_renorm) → times router_scale. Ties go to the lower
+     * index at every step. */
+    int32_t router_score;      /* colibri_router_score */
+    int32_t router_bias;       /* 1: ROUTER_BIAS [1, E] is added to the logits (gpt-oss) */
+    int32_t router_sel_bias;   /* 1: ROUTER_SEL_BIAS [1, E] is added to s for the choice only
+                                  (DeepSeek-V3's e_score_correction_bias) */
+    int32_t router_n_group;    /* 0 or 1: no groups; G > 1: G groups of n_expert/G experts */
+    int32_t router_group_used; /* groups kept (1..G) when router_n_group > 1 */
+    int32_t router_group_top;  /* a group's score: the sum of its best N choices (V2: 1, V3: 2) */
+    float router_norm_min;     /* renorm divides by max(sum, norm_min) + norm_eps (ERNIE: */
+    float router_norm_eps;     /*   min 1e-12; DeepSeek-V3, GLM: eps 1e-20; others 0, 0) */
+    float router_scale;        /* gates multiplied by this (routed_scaling_factor); 0 = 1 */
 } colibri_hparams;
 
 /* ---- tensor kinds -------------------------------------------------------
@@ -134,6 +160,8 @@ typedef enum colibri_tensor_kind {
     COLIBRI_T_SHARED_UP,       /* [n_ff_shared, D]                   l     -1 */
     COLIBRI_T_SHARED_DOWN,     /* [D, n_ff_shared]                   l     -1 */
     COLIBRI_T_SHARED_ROUTER,   /* [1, D]          (shared_gated)     l     -1 */
+    COLIBRI_T_ROUTER_BIAS,     /* [1, E]          (router_bias)      l     -1 */
+    COLIBRI_T_ROUTER_SEL_BIAS, /* [1, E]          (router_sel_bias)  l     -1 */
     COLIBRI_T_COUNT
 } colibri_tensor_kind;
 
@@ -161,7 +189,8 @@ typedef struct colibri_outputs {
     float *logits;          /* [n_wanted, n_vocab], wanted tokens in batch order */
     float *router_logits;   /* [n_layer, n_tokens, n_expert] raw router logits */
     int32_t *experts;       /* [n_layer, n_tokens, n_expert_used] selected experts,
-                               by descending probability, ties to the lower index */
+                               by descending choice score (the router's probability,
+                               plus the selection bias if any), ties to the lower index */
     float *gates;           /* [n_layer, n_tokens, n_expert_used] gate weights */
 } colibri_outputs;
 
@@ -214,6 +243,16 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
  * of its own and takes none of the caller's; safe to call without the GIL. */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
+
+/* Routes n_tokens rows of router logits [n_tokens, n_expert] (ROUTER_BIAS
+ * already added) as a MoE layer of a model with these hyperparameters does:
+ * experts [n_tokens, n_expert_used] by descending choice score, ties to the
+ * lower index, and their gates [n_tokens, n_expert_used]. sel_bias:
+ * [n_expert] when router_sel_bias, else NULL. Checks the routing fields
+ * only; allocates its scratch (for tests and tools; a forward step routes
+ * without allocating). */
+COLIBRI_API int colibri_route(const colibri_hparams *hp, const float *logits, const float *sel_bias,
+                              int32_t n_tokens, int32_t *experts, float *gates);
 
 /* Converts n f32 values to dtype (the reference quantizer for block types,
  * round-to-nearest-even for F16/BF16); n must be a multiple of the type's

@@ -232,22 +232,118 @@ static void test_exp(void) {
 
 /* ---- MoE stages ---------------------------------------------------------------- */
 
+/* A routing rule over E experts choosing k, otherwise Mixtral's. */
+static colibri_router test_rule(int32_t E, int32_t k, int32_t renorm) {
+    colibri_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_expert = E;
+    hp.n_expert_used = k;
+    hp.router_renorm = renorm;
+    colibri_router r;
+    colibri_router_from_hparams(&hp, &r);
+    return r;
+}
+
 static void test_router(void) {
-    float probs[4], gates[2];
-    int32_t experts[2];
+    float work[3 * 8], gates[4];
+    int32_t iwork[8], experts[4];
+    colibri_router r = test_rule(4, 2, 0);
     const float tie[4] = {1.0f, 3.0f, 3.0f, 0.0f};
-    colibri_router_select(tie, 4, 2, 0, probs, experts, gates);
+    colibri_router_select(&r, tie, NULL, work, iwork, experts, gates);
     CHECK(experts[0] == 1 && experts[1] == 2, "tie 1/2 → %d, %d", experts[0], experts[1]);
     const float flat[4] = {0.5f, 0.5f, 0.5f, 0.5f};
-    colibri_router_select(flat, 4, 2, 0, probs, experts, gates);
+    colibri_router_select(&r, flat, NULL, work, iwork, experts, gates);
     CHECK(experts[0] == 0 && experts[1] == 1 && gates[0] == 0.25f, "all tied → 0, 1 (%d, %d)", experts[0], experts[1]);
     const float logits[4] = {0.1f, 2.0f, -1.0f, 1.5f};
-    colibri_router_select(logits, 4, 2, 0, probs, experts, gates);
+    float probs[4];
+    memcpy(probs, logits, sizeof probs);
+    colibri_softmax_apply(probs, 4);
+    colibri_router_select(&r, logits, NULL, work, iwork, experts, gates);
     CHECK(experts[0] == 1 && experts[1] == 3 && gates[0] == probs[1] && gates[1] == probs[3],
           "no renorm: gates are the softmax probabilities");
-    colibri_router_select(logits, 4, 2, 1, probs, experts, gates);
+    r = test_rule(4, 2, 1);
+    colibri_router_select(&r, logits, NULL, work, iwork, experts, gates);
     CHECK(fabsf(gates[0] + gates[1] - 1.0f) < 1e-6f && gates[0] == probs[1] / (probs[1] + probs[3]),
           "renorm: gates divided by their sum");
+    const float nans[4] = {NAN, 1.0f, NAN, 2.0f};
+    r = test_rule(4, 3, 1);
+    colibri_router_select(&r, nans, NULL, work, iwork, experts, gates);
+    CHECK(experts[0] >= 0 && experts[0] < 4 && experts[1] >= 0 && experts[1] < 4 && experts[2] >= 0 &&
+          experts[2] < 4 && experts[0] != experts[1] && experts[1] != experts[2] && experts[0] != experts[2],
+          "NaN logits: still k distinct experts in range (%d, %d, %d)", experts[0], experts[1], experts[2]);
+
+    /* sigmoid scores, selection bias, renorm with eps, scale (DeepSeek-V3 without groups) */
+    r = test_rule(4, 2, 1);
+    r.score = COLIBRI_ROUTER_SIGMOID;
+    r.norm_eps = 0.5f;
+    r.scale = 2.0f;
+    const float sig_logits[4] = {0.0f, 1.0f, 2.0f, -3.0f};
+    const float bias[4] = {0.0f, 0.0f, -1.0f, 5.0f};   /* choice: 0.5, .73, -.12, 5.05 */
+    colibri_router_select(&r, sig_logits, bias, work, iwork, experts, gates);
+    float s1 = colibri_sigmoid(1.0f), s3 = colibri_sigmoid(-3.0f);
+    CHECK(experts[0] == 3 && experts[1] == 1, "bias picks 3 then 1, got %d, %d", experts[0], experts[1]);
+    CHECK(gates[0] == s3 / (s3 + s1 + 0.5f) * 2.0f && gates[1] == s1 / (s3 + s1 + 0.5f) * 2.0f,
+          "gates: the unbiased sigmoids, / (sum + eps), * scale");
+    r.norm_eps = 0.0f;
+    r.norm_min = 10.0f;
+    colibri_router_select(&r, sig_logits, bias, work, iwork, experts, gates);
+    CHECK(gates[0] == s3 / 10.0f * 2.0f, "renorm floor: divides by max(sum, norm_min)");
+
+    /* top-k on the logits, softmax over the chosen (Granite, gpt-oss) */
+    r = test_rule(4, 2, 0);
+    r.score = COLIBRI_ROUTER_TOPK_SOFTMAX;
+    colibri_router_select(&r, logits, NULL, work, iwork, experts, gates);
+    float two[2] = {logits[1], logits[3]};
+    colibri_softmax_apply(two, 2);
+    CHECK(experts[0] == 1 && experts[1] == 3 && gates[0] == two[0] && gates[1] == two[1],
+          "top-k softmax: softmax over the two chosen logits");
+
+    /* groups: 8 experts in 4 groups of 2, keep 2 groups scored by their top 2 (V3); the
+     * scores are the raw logits (TOPK_SOFTMAX) to keep the arithmetic readable */
+    r = test_rule(8, 3, 0);
+    r.score = COLIBRI_ROUTER_TOPK_SOFTMAX;
+    r.n_group = 4;
+    r.group_used = 2;
+    r.group_top = 2;
+    const float g_logits[8] = {5.0f, -5.0f, 1.0f, 1.0f, 3.0f, 0.0f, 0.5f, 0.4f};
+    /* group sums: 0, 2, 3, 0.9 → groups 2 and 1; expert 0 (the best alone) is masked */
+    colibri_router_select(&r, g_logits, NULL, work, iwork, experts, gates);
+    CHECK(experts[0] == 4 && experts[1] == 2 && experts[2] == 3, "groups 2, 1 kept: %d, %d, %d", experts[0],
+          experts[1], experts[2]);
+    r.group_top = 1;   /* V2: a group's best alone: 5, 1, 3, 0.5 → groups 0, 2 */
+    colibri_router_select(&r, g_logits, NULL, work, iwork, experts, gates);
+    CHECK(experts[0] == 0 && experts[1] == 4 && experts[2] == 5, "groups 0, 2 kept: %d, %d, %d", experts[0],
+          experts[1], experts[2]);
+
+    /* colibri_route: the public rows API and its checks */
+    colibri_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_expert = 8;
+    hp.n_expert_used = 3;
+    hp.router_n_group = 4;
+    hp.router_group_used = 2;
+    hp.router_group_top = 2;
+    hp.router_score = COLIBRI_ROUTER_TOPK_SOFTMAX;
+    float rows[16];
+    for (int i = 0; i < 16; i++) rows[i] = g_logits[i % 8];
+    int32_t ex[6];
+    float gt[6];
+    CHECK(colibri_route(&hp, rows, NULL, 2, ex, gt) == 0 && ex[0] == 4 && ex[3] == 4 && ex[5] == 3,
+          "colibri_route routes each row");
+    hp.router_group_used = 1;
+    CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);   /* 1 group of 2 < k = 3 */
+    hp.router_group_used = 2;
+    hp.router_n_group = 3;
+    CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);   /* 3 does not divide 8 */
+    hp.router_n_group = 4;
+    hp.router_sel_bias = 1;
+    CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);   /* bias missing */
+    hp.router_sel_bias = 0;
+    hp.router_score = 3;
+    CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);
+    hp.router_score = COLIBRI_ROUTER_TOPK_SOFTMAX;
+    hp.router_scale = NAN;
+    CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);
 }
 
 static void test_dispatch_aggregate(void) {
