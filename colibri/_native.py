@@ -24,13 +24,16 @@ QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = 0, 1, 2
 
 # colibri_router_score
 ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX = 0, 1, 2
+# colibri_ffn_act
+FFN_SWIGLU, FFN_SWIGLU_CLAMPED = 0, 1
 
 # colibri_tensor_kind, in header order
 TENSOR_KINDS = (
     "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
-    "ROUTER_BIAS", "ROUTER_SEL_BIAS",
+    "ROUTER_BIAS", "ROUTER_SEL_BIAS", "BO", "ATTN_SINKS", "EXPERT_GATE_BIAS", "EXPERT_UP_BIAS",
+    "EXPERT_DOWN_BIAS",
 )
 KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
 
@@ -57,6 +60,10 @@ class Hparams(ctypes.Structure):
         ("router_group_used", ctypes.c_int32), ("router_group_top", ctypes.c_int32),
         ("router_norm_min", ctypes.c_float), ("router_norm_eps", ctypes.c_float),
         ("router_scale", ctypes.c_float),
+        ("layer_window", ctypes.POINTER(ctypes.c_int32)),
+        ("attn_out_bias", ctypes.c_int32), ("attn_sinks", ctypes.c_int32),
+        ("expert_bias", ctypes.c_int32),
+        ("ffn_act", ctypes.c_int32), ("ffn_alpha", ctypes.c_float), ("ffn_limit", ctypes.c_float),
     ]
 
 

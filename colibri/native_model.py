@@ -21,6 +21,11 @@ _QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_
             QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
 _ROUTER_SCORE = {ROUTER_SOFTMAX: _native.ROUTER_SOFTMAX, ROUTER_SIGMOID: _native.ROUTER_SIGMOID,
                  ROUTER_TOPK_SOFTMAX: _native.ROUTER_TOPK_SOFTMAX}
+from .models.spec import FFN_SWIGLU, FFN_SWIGLU_CLAMPED, QK_NORM_PER_HEAD, QK_NORM_WHOLE, ModelConfig, TensorSlot
+
+_QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_HEAD,
+            QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
+_FFN_ACT = {FFN_SWIGLU: _native.FFN_SWIGLU, FFN_SWIGLU_CLAMPED: _native.FFN_SWIGLU_CLAMPED}
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,8 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
     inv_freq = np.ascontiguousarray(config.rope_inv_freq, dtype=np.float32)   # [head_dim/2]
     moe = set(config.moe_layers)
     layer_is_moe = np.array([1 if l in moe else 0 for l in range(config.num_layers)], dtype=np.uint8)  # [L]
+    # layer_window: [L] or None (every layer uses sliding_window)
+    layer_window = np.array(config.layer_windows, dtype=np.int32) if config.layer_windows else None
     hp = _native.Hparams(
         n_vocab=config.vocab_size, n_embd=config.hidden_size, n_layer=config.num_layers,
         n_head=config.num_heads, n_head_kv=config.num_kv_heads, head_dim=config.head_dim,
@@ -61,8 +68,12 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         router_group_used=config.router_groups_used, router_group_top=config.router_group_top,
         router_norm_min=config.router_norm_min, router_norm_eps=config.router_norm_eps,
         router_scale=config.router_scale,
+        layer_window=_native.as_ptr(layer_window, ctypes.c_int32),
+        attn_out_bias=int(config.attention_out_bias), attn_sinks=int(config.attention_sinks),
+        expert_bias=int(config.expert_bias and bool(moe)),
+        ffn_act=_FFN_ACT[config.ffn_act], ffn_alpha=config.ffn_alpha, ffn_limit=config.ffn_limit,
     )
-    return hp, (inv_freq, layer_is_moe)
+    return hp, (inv_freq, layer_is_moe, layer_window)
 
 
 class ModelHandle:

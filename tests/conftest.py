@@ -116,11 +116,14 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
     config = config_cls(**{**COMMON, **kwargs})
     torch.manual_seed(sum(map(ord, name)))
     model = _eager_experts(model_cls(config).eval())
-    # Norm weights default to ones; randomise them so a mis-applied norm cannot pass.
+    # Norm weights default to ones and biases to zeros; randomise them so a mis-applied norm or
+    # bias cannot pass.
     with torch.no_grad():
         for pname, param in model.named_parameters():
             if pname.endswith("norm.weight"):
                 param.copy_(1.0 + 0.2 * torch.randn_like(param))
+            elif pname.endswith("bias") and not param.any():
+                param.copy_(0.2 * torch.randn_like(param))
     path = root / name
     model.save_pretrained(path)
     model_bf16 = _eager_experts(model_cls(config).eval())

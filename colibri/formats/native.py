@@ -123,7 +123,12 @@ def _describe(kind: str, layer: int, expert: int) -> str:
 
 def encode_hparams(config: ModelConfig) -> bytes:
     """The hparams block of a ModelConfig, through the same mapping the C model is built with."""
-    hp, (inv_freq, layer_is_moe) = hparams_for(config)
+    hp, (inv_freq, layer_is_moe, _) = hparams_for(config)
+    beyond = [name for name in ("layer_window", "attn_out_bias", "attn_sinks", "expert_bias",
+                                "ffn_act") if getattr(hp, name)]
+    if beyond:
+        raise ModelError(f"{config.architecture}: the .colibri format (version {VERSION}) cannot hold "
+                         f"{', '.join(beyond)} yet; load the Hugging Face directory or GGUF file instead")
     scalars = _HP_SCALARS.pack(*(getattr(hp, f) for f in _HP_FIELDS))
     ext = struct.pack("<I" + "".join(kind for _, kind in _HP_EXT), len(_HP_EXT),
                       *(getattr(hp, name) for name, _ in _HP_EXT))

@@ -22,6 +22,7 @@ _REQUIRED = object()
 QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = "none", "per_head", "whole"
 # how a router scores experts (colibri.h colibri_router_score)
 ROUTER_SOFTMAX, ROUTER_SIGMOID, ROUTER_TOPK_SOFTMAX = "softmax", "sigmoid", "topk_softmax"
+FFN_SWIGLU, FFN_SWIGLU_CLAMPED = "swiglu", "swiglu_clamped"
 
 
 class ConfigReader:
@@ -133,6 +134,13 @@ class ModelConfig:
     router_scale: float = 1.0            # gates multiplied by this (routed_scaling_factor)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
+    layer_windows: tuple[int, ...] = ()   # per-layer sliding window (0 = full); () = sliding_window everywhere
+    attention_out_bias: bool = False  # o_proj has a bias
+    attention_sinks: bool = False     # a learned sink logit per query head joins each softmax
+    expert_bias: bool = False         # routed experts' gate, up and down have biases
+    ffn_act: str = FFN_SWIGLU         # FFN_SWIGLU or FFN_SWIGLU_CLAMPED (alpha, limit)
+    ffn_alpha: float = 0.0
+    ffn_limit: float = 0.0
 
     @property
     def is_moe(self) -> bool:
@@ -256,6 +264,7 @@ LLAMA_NAMES: dict[str, str] = {
     "BQ": "model.layers.{l}.self_attn.q_proj.bias",
     "BK": "model.layers.{l}.self_attn.k_proj.bias",
     "BV": "model.layers.{l}.self_attn.v_proj.bias",
+    "BO": "model.layers.{l}.self_attn.o_proj.bias",
     "Q_NORM": "model.layers.{l}.self_attn.q_norm.weight",
     "K_NORM": "model.layers.{l}.self_attn.k_norm.weight",
     "FFN_NORM": "model.layers.{l}.post_attention_layernorm.weight",
@@ -340,6 +349,10 @@ def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
             add("BQ", (Q,), l)
             add("BK", (K,), l)
             add("BV", (K,), l)
+        if c.attention_out_bias:
+            add("BO", (D,), l)
+        if c.attention_sinks:
+            add("ATTN_SINKS", (c.num_heads,), l)
         if c.qk_norm == QK_NORM_PER_HEAD:
             add("Q_NORM", (c.head_dim,), l)
             add("K_NORM", (c.head_dim,), l)
@@ -358,6 +371,10 @@ def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
                 add("EXPERT_GATE", (F, D), l, e)
                 add("EXPERT_UP", (F, D), l, e)
                 add("EXPERT_DOWN", (D, F), l, e)
+            if c.expert_bias:
+                add("EXPERT_GATE_BIAS", (c.num_experts, F), l)
+                add("EXPERT_UP_BIAS", (c.num_experts, F), l)
+                add("EXPERT_DOWN_BIAS", (c.num_experts, D), l)
             if c.shared_expert_intermediate_size:
                 S = c.shared_expert_intermediate_size
                 add("SHARED_GATE", (S, D), l)

@@ -2,7 +2,8 @@
  * attention.c — the attention block of one layer over a batch:
  * Q/K/V projections (+bias) → q/k RMSNorm → clip → RoPE → write K/V of every
  * batch token into its sequence's cache (f32 or f16) → causal GQA attention
- * per (query tile, head) → Wo → residual add.
+ * per (query tile, head), over the layer's sliding window or everything, with
+ * an optional per-head sink logit in each softmax → Wo (+bias) → residual add.
  */
 #include <math.h>
 
@@ -69,7 +70,9 @@ typedef struct colibri_attention_task {
     colibri_context *ctx;
     const colibri_batch *batch;
     int32_t layer;
+    int32_t window;       /* this layer's sliding window, 0 = full attention */
     float scale;
+    const float *sinks;   /* sinks: [n_head] sink logits, or NULL */
 } colibri_attention_task;
 
 /* The end of the query tile that starts at batch token t: up to
@@ -83,9 +86,10 @@ static int32_t colibri_attention_tile_end(const colibri_batch *batch, int32_t t)
     return end;
 }
 
-/* The first cached position token pos attends to (its sliding window's start). */
-static int32_t colibri_attention_first(const colibri_hparams *hp, int32_t pos) {
-    return hp->sliding_window > 0 && pos - hp->sliding_window + 1 > 0 ? pos - hp->sliding_window + 1 : 0;
+/* The first cached position token pos attends to (the start of its window of
+ * `window` positions; 0 = full attention). */
+static int32_t colibri_attention_first(int32_t window, int32_t pos) {
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
 /* A tile's queries share every key load: their scores come from one gemm
@@ -103,13 +107,14 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_batch *batch = task->batch;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t Q = (int64_t)hp->n_head * hd, row_bytes = hd * colibri_kv_elem(ctx);   /* a cached head row */
-    int64_t kv = ctx->kv_dtype;
-    float *scores = ctx->s.scores + (int64_t)ti * COLIBRI_ATTN_TILE * ctx->n_ctx;   /* scores: [tile, n_ctx] */
+    int64_t kv = ctx->kv_dtype, stride = colibri_score_stride(ctx->n_ctx);
+    float *scores = ctx->s.scores + (int64_t)ti * COLIBRI_ATTN_TILE * stride;   /* scores: [tile, stride] */
     const colibri_isa_table *isa = colibri_isa_active();
     int64_t item = 0;
     for (int32_t t = 0, end; t < batch->n_tokens; t = end) {
         end = colibri_attention_tile_end(batch, t);
-        int32_t seq = batch->seq[t], lo = colibri_attention_first(hp, batch->pos[t]), hi = batch->pos[end - 1];
+        int32_t seq = batch->seq[t], lo = colibri_attention_first(task->window, batch->pos[t]);
+        int32_t hi = batch->pos[end - 1];
         for (int32_t head = 0; head < hp->n_head; head++, item++) {
             if ((item / group) % nt != ti) continue;   /* item / group: the query group */
             int32_t kv_head = head / group;
@@ -121,14 +126,19 @@ static void colibri_attention_task_run(void *arg, int32_t ti, int32_t nt) {
                 isa->dot_rows[kv](k0, row_bytes, q, hd, hi - lo + 1, scores);
             } else {
                 isa->gemm[kv](k0, row_bytes, q, Q * (int64_t)sizeof(float), hd, hi - lo + 1, end - t, scores,
-                              ctx->n_ctx);
+                              stride);
             }
             for (int32_t i = 0; i < end - t; i++) {
-                int32_t pos = batch->pos[t + i], first = colibri_attention_first(hp, pos) - lo;
+                int32_t pos = batch->pos[t + i], first = colibri_attention_first(task->window, pos) - lo;
                 int32_t n = pos - lo - first + 1;
-                float *p = scores + (int64_t)i * ctx->n_ctx + first;   /* p: [n] this query's */
+                float *p = scores + (int64_t)i * stride + first;   /* p: [n (+ 1)] this query's */
                 for (int32_t j = 0; j < n; j++) p[j] *= task->scale;
-                isa->softmax(p, n);
+                if (task->sinks) {   /* the sink joins the softmax as one more logit, then is dropped */
+                    p[n] = task->sinks[head];
+                    isa->softmax(p, n + 1);
+                } else {
+                    isa->softmax(p, n);
+                }
                 float *out = ctx->s.attn + (int64_t)(t + i) * Q + (int64_t)head * hd;   /* out: [hd] */
                 isa->weighted_sum[kv](out, p, v0 + first * row_bytes, hd, n, hd);   /* sum_j p_j v_j */
             }
@@ -147,9 +157,9 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
     const colibri_layer *L = &m->layers[layer];
 
     colibri_matmul_job qkv[3] = {
-        {&L->t[COLIBRI_T_WQ], s->h, D, s->q, Q, T, NULL, NULL},   /* q: [T, Q] */
-        {&L->t[COLIBRI_T_WK], s->h, D, s->k, K, T, NULL, NULL},   /* k: [T, K] */
-        {&L->t[COLIBRI_T_WV], s->h, D, s->v, K, T, NULL, NULL},   /* v: [T, K] */
+        {.w = &L->t[COLIBRI_T_WQ], .x = s->h, .x_stride = D, .y = s->q, .y_stride = Q, .n = T},   /* q: [T, Q] */
+        {.w = &L->t[COLIBRI_T_WK], .x = s->h, .x_stride = D, .y = s->k, .y_stride = K, .n = T},   /* k: [T, K] */
+        {.w = &L->t[COLIBRI_T_WV], .x = s->h, .x_stride = D, .y = s->v, .y_stride = K, .n = T},   /* v: [T, K] */
     };
     colibri_matmul_run(ctx, qkv, 3);
     if (hp->attn_bias) {
@@ -178,12 +188,13 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
         colibri_kv_store(ctx, ctx->v_cache, batch->seq[t], layer, batch->pos[t], s->v + t * K);
     }
 
-    colibri_attention_task task = {ctx, batch, layer,
-                                   hp->attn_scale > 0.0f ? hp->attn_scale
-                                                          : (float)(1.0 / sqrt((double)hd))};
+    colibri_attention_task task = {ctx, batch, layer, m->layer_window[layer],
+                                   hp->attn_scale > 0.0f ? hp->attn_scale : (float)(1.0 / sqrt((double)hd)),
+                                   hp->attn_sinks ? colibri_vec_load(ctx, &L->t[COLIBRI_T_ATTN_SINKS]) : NULL};
     colibri_threadpool_run(ctx->pool, colibri_attention_task_run, &task);
 
-    colibri_matmul_job wo = {&L->t[COLIBRI_T_WO], s->attn, Q, s->o, D, T, NULL, NULL};   /* o: [T, D] */
+    colibri_matmul_job wo = {.w = &L->t[COLIBRI_T_WO], .x = s->attn, .x_stride = Q, .y = s->o,   /* o: [T, D] */
+                             .y_stride = D, .n = T, .bias = {hp->attn_out_bias ? &L->t[COLIBRI_T_BO] : NULL, 0}};
     colibri_matmul_run(ctx, &wo, 1);
     for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
 }

@@ -97,7 +97,8 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->o = colibri_arena_take(p, f, T, D, 1, 1);
     s->wvec = colibri_arena_take(p, f, colibri_max3(colibri_max3(D, Q, K), E, 0), 1, 1, 1);
     s->rope_cs = colibri_arena_take(p, f, T, (size_t)hp->head_dim, 1, 1);
-    s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, COLIBRI_ATTN_TILE, C, 1);
+    s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, COLIBRI_ATTN_TILE,
+                                   (size_t)colibri_score_stride(ctx->n_ctx), 1);
     s->ff_gate = colibri_arena_take(p, f, T, F, 1, 1);
     s->ff_up = colibri_arena_take(p, f, T, F, 1, 1);
     s->router_logits = colibri_arena_take(p, f, T, E, 1, 1);

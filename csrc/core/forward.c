@@ -72,8 +72,9 @@ static void colibri_dense_block(colibri_context *ctx, int32_t layer, int32_t T) 
     const colibri_layer *L = &ctx->model->layers[layer];
     colibri_scratch *s = &ctx->s;
     int64_t D = ctx->model->hp.n_embd;
-    colibri_mlp mlp = {&L->t[COLIBRI_T_FFN_GATE], &L->t[COLIBRI_T_FFN_UP], &L->t[COLIBRI_T_FFN_DOWN],
-                       s->h, s->ff_gate, s->ff_up, s->o, T};
+    colibri_mlp mlp = {.gate = &L->t[COLIBRI_T_FFN_GATE], .up = &L->t[COLIBRI_T_FFN_UP],
+                       .down = &L->t[COLIBRI_T_FFN_DOWN], .x = s->h, .act_gate = s->ff_gate, .act_up = s->ff_up,
+                       .y = s->o, .n = T};
     colibri_mlp_run(ctx, &mlp, 1);
     for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
 }
@@ -96,7 +97,8 @@ static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, co
     colibri_norm_rows(ctx, &m->global[COLIBRI_T_OUTPUT_NORM], s->h, s->h, n_wanted);
     const colibri_tensor *w_out = hp->tied_embeddings ? &m->global[COLIBRI_T_TOKEN_EMBD]
                                                       : &m->global[COLIBRI_T_OUTPUT];
-    colibri_matmul_job head = {w_out, s->h, D, out->logits, hp->n_vocab, n_wanted, NULL, NULL};   /* [n_wanted, V] */
+    colibri_matmul_job head = {.w = w_out, .x = s->h, .x_stride = D, .y = out->logits,   /* [n_wanted, V] */
+                               .y_stride = hp->n_vocab, .n = n_wanted};
     colibri_matmul_run(ctx, &head, 1);
 }
 

@@ -33,6 +33,12 @@ typedef struct colibri_tensor {
 #define COLIBRI_ATTN_TILE 4      /* queries of one sequence that attention scores together */
 #define COLIBRI_MAX_THREADS 512  /* a context's (and the bandwidth probe's) thread limit */
 
+/* Row stride of the attention score scratch: n_ctx scores plus one attention
+ * sink, rounded up to 16 floats so every row stays 64-byte aligned. */
+static inline int64_t colibri_score_stride(int32_t n_ctx) {
+    return ((int64_t)n_ctx + 16) & ~(int64_t)15;
+}
+
 typedef struct colibri_layer {
     colibri_tensor t[COLIBRI_T_COUNT];  /* per-layer tensors by kind (expert kinds unused) */
     colibri_tensor *experts;            /* experts: [n_expert, 3] gate, up, down */
@@ -58,6 +64,8 @@ struct colibri_model {
     colibri_router router;       /* from hp (MoE models) */
     float *rope_inv_freq;        /* rope_inv_freq: [head_dim/2] */
     uint8_t *layer_is_moe;       /* layer_is_moe: [n_layer] */
+    int32_t *layer_window;       /* layer_window: [n_layer] each layer's sliding window (0 = full),
+                                    hp.layer_window or else sliding_window for every layer */
     colibri_tensor global[3];    /* TOKEN_EMBD, OUTPUT_NORM, OUTPUT */
     colibri_layer *layers;       /* layers: [n_layer] */
     uint32_t act_types;          /* bit t set: some weight's vec_dot takes activations of
@@ -72,7 +80,14 @@ const colibri_tensor *colibri_model_tensor(const colibri_model *m, int32_t kind,
                                            int32_t expert);
 
 /* ---- context (context.c) ---------------------------------------------------- */
-/* One matrix product of a batched matmul: y[t, r] = W[r, :] . x[t, :]
+/* A bias row: elements [at, at + n) of the vector tensor t (F32, F16 or BF16),
+ * e.g. row e of a stacked [E, F] expert bias is at = e * F. t NULL: no bias. */
+typedef struct colibri_bias {
+    const colibri_tensor *t;
+    int64_t at;
+} colibri_bias;
+
+/* One matrix product of a batched matmul: y[t, r] = W[r, :] . x[t, :] (+ bias[r])
  * for t in [0, n), r in [0, w->rows). */
 typedef struct colibri_matmul_job {
     const colibri_tensor *w;
@@ -81,17 +96,21 @@ typedef struct colibri_matmul_job {
     float *y;            /* y: [n, w->rows], row stride y_stride */
     int64_t y_stride;
     int32_t n;
-    /* Optional SwiGLU pair (same dtype and shape as w): the thread that owns
-     * rows [r0, r1) also computes y_up = w_up x there, then y = silu(y) * y_up. */
+    /* Optional gated-MLP pair (same dtype and shape as w): the thread that owns
+     * rows [r0, r1) also computes y_up = w_up x (+ bias_up) there, then
+     * y = act(y, y_up) with the model's ffn_act (colibri_ffn_act_apply). */
     const colibri_tensor *w_up;
     float *y_up;         /* y_up: [n, w->rows], row stride y_stride; scratch */
+    colibri_bias bias;      /* added to y before the activation */
+    colibri_bias bias_up;   /* added to y_up */
 } colibri_matmul_job;
 
 /* A matmul pool run takes at most this many jobs (more are run in chunks):
  * one step's gate+up jobs of every expert and the shared expert, and >= 3 (Q, K, V). */
 #define COLIBRI_MATMUL_JOBS_MAX(n_expert) (2 * ((int64_t)(n_expert) + 1) + 1)
 
-/* One SwiGLU MLP over n rows: y = down(silu(gate x) * (up x)). */
+/* One gated MLP over n rows: y = down(act(gate x + b_gate, up x + b_up)) + b_down,
+ * act the model's ffn_act (silu(g) * u by default); biases optional. */
 typedef struct colibri_mlp {
     const colibri_tensor *gate, *up, *down;
     const float *x;      /* x: [n, D] contiguous */
@@ -99,6 +118,7 @@ typedef struct colibri_mlp {
     float *act_up;       /* act_up: [n, F] scratch */
     float *y;            /* y: [n, D] contiguous */
     int32_t n;
+    colibri_bias gate_bias, up_bias, down_bias;
 } colibri_mlp;
 
 /* Scratch for one step of up to T = n_batch tokens (D = n_embd, Q, K as in
@@ -114,7 +134,8 @@ typedef struct colibri_scratch {
     float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
     float *wvec;           /* wvec: [max(D, Q, K, E)] a 1-D weight converted to f32 */
     float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
-    float *scores;         /* scores: [n_threads, COLIBRI_ATTN_TILE, n_ctx] attention probabilities */
+    float *scores;         /* scores: [n_threads, COLIBRI_ATTN_TILE, colibri_score_stride(n_ctx)]
+                              attention probabilities (+ the sink) */
     float *ff_gate;        /* ff_gate: [T, F] dense / shared MLP gate activations */
     float *ff_up;          /* ff_up: [T, F] */
     float *router_logits;  /* router_logits: [T, E] */
@@ -165,8 +186,10 @@ struct colibri_context {
  * output rows are split over threads by (job, row), so each y element is
  * computed by one thread, one dot call. */
 void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs);
-/* Runs a set of SwiGLU MLPs with two pool runs (gate+up, then down). */
+/* Runs a set of gated MLPs with two pool runs (gate+up, then down). */
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps);
+/* g: [n] <- act(g, u) for the model's ffn_act (SWIGLU through the ISA table). */
+void colibri_ffn_act_apply(const colibri_hparams *hp, float *g, const float *u, int64_t n);
 /* w (any dtype, [1, n]) → ctx->s.wvec as f32; returns ctx->s.wvec. */
 float *colibri_vec_load(colibri_context *ctx, const colibri_tensor *w);
 

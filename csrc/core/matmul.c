@@ -15,6 +15,7 @@
 #include "../kernels/quant.h"
 
 typedef struct colibri_matmul_task {
+    const colibri_hparams *hp;   /* the model's: ffn_act of the gated epilogues */
     const colibri_matmul_job *jobs;
     const void *const *job_xq;   /* job_xq: [n_jobs] quantized x rows, NULL for float weights */
     int32_t n_jobs;
@@ -42,12 +43,34 @@ static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_r
     }
 }
 
+/* y[t, r0..r1) += bias elements [at + r0, at + r1) for every token (no-op without a bias). */
+static void colibri_bias_rows_add(const colibri_bias *b, int64_t r0, int64_t r1, float *y, int64_t y_stride,
+                                  int32_t n) {
+    if (!b->t) return;
+    float chunk[64];   /* chunk: [64] bias elements widened to f32 */
+    for (int64_t c0 = r0; c0 < r1; c0 += 64) {
+        int64_t len = r1 - c0 < 64 ? r1 - c0 : 64;
+        colibri_row_to_f32(b->t->data, b->t->dtype, b->at + c0, len, chunk);
+        for (int32_t t = 0; t < n; t++) {
+            float *yt = y + t * y_stride + c0;   /* yt: [len] */
+            for (int64_t i = 0; i < len; i++) yt[i] += chunk[i];
+        }
+    }
+}
+
+void colibri_ffn_act_apply(const colibri_hparams *hp, float *g, const float *u, int64_t n) {
+    if (hp->ffn_act == COLIBRI_FFN_SWIGLU_CLAMPED) {
+        colibri_swiglu_clamped(g, u, n, hp->ffn_alpha, hp->ffn_limit);
+    } else {
+        colibri_isa_active()->silu_mul(g, u, n);
+    }
+}
+
 /* Rows are split by work (rows x tokens) so experts with many tokens spread
  * over more threads: thread i owns the rows whose work offset falls in its
  * share [lo, hi). A row's owner depends on the batch, its value never does. */
 static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_matmul_task *task = (const colibri_matmul_task *)arg;
-    const colibri_isa_table *isa = colibri_isa_active();
     int64_t lo, hi;
     colibri_range_split(task->total_work, ti, nt, &lo, &hi);
     int64_t offset = 0;   /* work before job j */
@@ -66,10 +89,13 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
             int64_t x_row_bytes = task->job_xq[j] ? colibri_row_bytes(type->act_type, job->w->cols)
                                                   : job->x_stride * (int64_t)sizeof(float);
             colibri_rows_run(job->w, x, x_row_bytes, job->n, r0, r1, job->y, job->y_stride);
-            if (job->w_up) {   /* the SwiGLU epilogue on this thread's rows */
+            colibri_bias_rows_add(&job->bias, r0, r1, job->y, job->y_stride, job->n);
+            if (job->w_up) {   /* the gated epilogue on this thread's rows */
                 colibri_rows_run(job->w_up, x, x_row_bytes, job->n, r0, r1, job->y_up, job->y_stride);
+                colibri_bias_rows_add(&job->bias_up, r0, r1, job->y_up, job->y_stride, job->n);
                 for (int32_t t = 0; t < job->n; t++) {
-                    isa->silu_mul(job->y + t * job->y_stride + r0, job->y_up + t * job->y_stride + r0, r1 - r0);
+                    colibri_ffn_act_apply(task->hp, job->y + t * job->y_stride + r0,
+                                          job->y_up + t * job->y_stride + r0, r1 - r0);
                 }
             }
         }
@@ -144,7 +170,7 @@ void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, in
     for (int32_t first = 0; first < n_jobs; first += chunk) {
         int32_t n = n_jobs - first < chunk ? n_jobs - first : chunk;
         colibri_matmul_quantize_inputs(ctx, jobs + first, n, ctx->s.job_xq);
-        colibri_matmul_task task = {jobs + first, ctx->s.job_xq, n, 0};
+        colibri_matmul_task task = {&ctx->model->hp, jobs + first, ctx->s.job_xq, n, 0};
         for (int32_t j = 0; j < n; j++) {
             task.total_work += jobs[first + j].w->rows * colibri_job_row_cost(&jobs[first + j]);
         }
@@ -152,29 +178,36 @@ void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, in
     }
 }
 
-/* Gate and up of an MLP run as one fused job (SwiGLU in its epilogue) when
- * they share a dtype, as every supported file lays them out; otherwise as two
- * jobs and the SwiGLU after the run. Then the down projections. */
+/* Gate and up of an MLP run as one fused job (the activation in its
+ * epilogue) when they share a dtype, as every supported file lays them out;
+ * otherwise as two jobs and the activation after the run. Then the down
+ * projections. */
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps) {
     colibri_matmul_job *jobs = ctx->s.jobs;   /* jobs: [2 * n_mlps] */
-    int64_t D = ctx->model->hp.n_embd;
+    const colibri_hparams *hp = &ctx->model->hp;
+    int64_t D = hp->n_embd;
     int32_t n_jobs = 0;
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
         if (mlp->gate->dtype == mlp->up->dtype) {
-            jobs[n_jobs++] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n, mlp->up, mlp->act_up};
+            jobs[n_jobs++] = (colibri_matmul_job){.w = mlp->gate, .x = mlp->x, .x_stride = D, .y = mlp->act_gate,
+                                                  .y_stride = F, .n = mlp->n, .w_up = mlp->up, .y_up = mlp->act_up,
+                                                  .bias = mlp->gate_bias, .bias_up = mlp->up_bias};
         } else {
-            jobs[n_jobs++] = (colibri_matmul_job){mlp->gate, mlp->x, D, mlp->act_gate, F, mlp->n, NULL, NULL};
-            jobs[n_jobs++] = (colibri_matmul_job){mlp->up, mlp->x, D, mlp->act_up, F, mlp->n, NULL, NULL};
+            jobs[n_jobs++] = (colibri_matmul_job){.w = mlp->gate, .x = mlp->x, .x_stride = D, .y = mlp->act_gate,
+                                                  .y_stride = F, .n = mlp->n, .bias = mlp->gate_bias};
+            jobs[n_jobs++] = (colibri_matmul_job){.w = mlp->up, .x = mlp->x, .x_stride = D, .y = mlp->act_up,
+                                                  .y_stride = F, .n = mlp->n, .bias = mlp->up_bias};
         }
     }
     colibri_matmul_run(ctx, jobs, n_jobs);
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
-        if (mlp->gate->dtype != mlp->up->dtype) colibri_isa_active()->silu_mul(mlp->act_gate, mlp->act_up, F * mlp->n);
-        jobs[i] = (colibri_matmul_job){mlp->down, mlp->act_gate, F, mlp->y, D, mlp->n, NULL, NULL};
+        if (mlp->gate->dtype != mlp->up->dtype) colibri_ffn_act_apply(hp, mlp->act_gate, mlp->act_up, F * mlp->n);
+        jobs[i] = (colibri_matmul_job){.w = mlp->down, .x = mlp->act_gate, .x_stride = F, .y = mlp->y,
+                                       .y_stride = D, .n = mlp->n, .bias = mlp->down_bias};
     }
     colibri_matmul_run(ctx, jobs, n_mlps);
 }

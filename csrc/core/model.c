@@ -16,7 +16,8 @@ static const char *const colibri_kind_names[COLIBRI_T_COUNT] = {
     "TOKEN_EMBD", "OUTPUT_NORM", "OUTPUT", "ATTN_NORM", "WQ", "WK", "WV", "WO", "BQ", "BK", "BV",
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
-    "ROUTER_BIAS", "ROUTER_SEL_BIAS",
+    "ROUTER_BIAS", "ROUTER_SEL_BIAS", "BO", "ATTN_SINKS", "EXPERT_GATE_BIAS", "EXPERT_UP_BIAS",
+    "EXPERT_DOWN_BIAS",
 };
 
 static int colibri_kind_is_global(int32_t kind) {
@@ -27,12 +28,14 @@ static int colibri_kind_is_expert(int32_t kind) {
     return kind >= COLIBRI_T_EXPERT_GATE && kind <= COLIBRI_T_EXPERT_DOWN;
 }
 
-/* Norms and biases: read whole as 1-D vectors, never multiplied as matrices. */
+/* Norms, biases and sinks: read a row at a time as vectors, never multiplied as matrices. */
 static int colibri_kind_is_vector(int32_t kind) {
     switch (kind) {
     case COLIBRI_T_OUTPUT_NORM: case COLIBRI_T_ATTN_NORM: case COLIBRI_T_BQ: case COLIBRI_T_BK:
     case COLIBRI_T_BV: case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: case COLIBRI_T_FFN_NORM:
     case COLIBRI_T_ROUTER_BIAS: case COLIBRI_T_ROUTER_SEL_BIAS:
+    case COLIBRI_T_BO: case COLIBRI_T_ATTN_SINKS:
+    case COLIBRI_T_EXPERT_GATE_BIAS: case COLIBRI_T_EXPERT_UP_BIAS: case COLIBRI_T_EXPERT_DOWN_BIAS:
         return 1;
     default: return 0;
     }
@@ -80,10 +83,23 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
     COLIBRI_REQUIRE(isfinite(hp->rope_attn_factor), "hparams: rope_attn_factor must be finite");
     COLIBRI_REQUIRE(isfinite(hp->qkv_clip) && hp->qkv_clip >= 0.0f,
                     "hparams: qkv_clip must be finite and >= 0 (0 = off)");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->attn_out_bias), "hparams: attn_out_bias must be 0 or 1");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->attn_sinks), "hparams: attn_sinks must be 0 or 1");
+    COLIBRI_REQUIRE(colibri_flag_ok(hp->expert_bias), "hparams: expert_bias must be 0 or 1");
+    COLIBRI_REQUIRE(hp->ffn_act == COLIBRI_FFN_SWIGLU || hp->ffn_act == COLIBRI_FFN_SWIGLU_CLAMPED,
+                    "hparams: ffn_act must be 0 (SWIGLU) or 1 (SWIGLU_CLAMPED), got %d", hp->ffn_act);
+    COLIBRI_REQUIRE(hp->ffn_act != COLIBRI_FFN_SWIGLU_CLAMPED ||
+                        (isfinite(hp->ffn_alpha) && hp->ffn_alpha > 0.0f && isfinite(hp->ffn_limit) &&
+                         hp->ffn_limit > 0.0f),
+                    "hparams: SWIGLU_CLAMPED needs finite ffn_alpha > 0 and ffn_limit > 0");
     COLIBRI_REQUIRE(hp->rope_inv_freq != NULL, "hparams: rope_inv_freq is NULL");
     COLIBRI_REQUIRE(hp->layer_is_moe != NULL, "hparams: layer_is_moe is NULL");
     for (int32_t i = 0; i < hp->head_dim / 2; i++) {
         COLIBRI_REQUIRE(isfinite(hp->rope_inv_freq[i]), "hparams: rope_inv_freq[%d] is not finite", i);
+    }
+    for (int32_t l = 0; hp->layer_window && l < hp->n_layer; l++) {
+        COLIBRI_REQUIRE(hp->layer_window[l] >= 0, "hparams: layer_window[%d] must be >= 0, got %d", l,
+                        hp->layer_window[l]);
     }
     int any_moe = 0, any_dense = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
@@ -99,6 +115,7 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
         COLIBRI_REQUIRE(hp->n_ff_expert > 0, "hparams: MoE layers need n_ff_expert > 0");
     } else {
         COLIBRI_REQUIRE(hp->n_ff_shared == 0, "hparams: a shared expert needs MoE layers");
+        COLIBRI_REQUIRE(!hp->expert_bias, "hparams: expert_bias needs MoE layers");
     }
     COLIBRI_REQUIRE(hp->n_expert >= 0 && hp->n_expert_used >= 0 && hp->n_ff_expert >= 0,
                     "hparams: n_expert, n_expert_used and n_ff_expert must be >= 0");
@@ -115,13 +132,18 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
     m->hp = *hp;
     m->rope_inv_freq = (float *)malloc((size_t)(hp->head_dim / 2) * sizeof(float));
     m->layer_is_moe = (uint8_t *)malloc((size_t)hp->n_layer);
+    m->layer_window = (int32_t *)malloc((size_t)hp->n_layer * sizeof(int32_t));
     m->layers = (colibri_layer *)calloc((size_t)hp->n_layer, sizeof(colibri_layer));
-    if (!m->rope_inv_freq || !m->layer_is_moe || !m->layers) goto nomem;
+    if (!m->rope_inv_freq || !m->layer_is_moe || !m->layer_window || !m->layers) goto nomem;
     memcpy(m->rope_inv_freq, hp->rope_inv_freq, (size_t)(hp->head_dim / 2) * sizeof(float));
     memcpy(m->layer_is_moe, hp->layer_is_moe, (size_t)hp->n_layer);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        m->layer_window[l] = hp->layer_window ? hp->layer_window[l] : hp->sliding_window;
+    }
     m->hp.rope_inv_freq = m->rope_inv_freq;
     m->hp.layer_is_moe = m->layer_is_moe;
     colibri_router_from_hparams(hp, &m->router);
+    m->hp.layer_window = m->layer_window;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!m->layer_is_moe[l]) continue;
         m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,
@@ -144,6 +166,7 @@ COLIBRI_API void colibri_model_free(colibri_model *m) {
     colibri_file_close(m->file);
     free(m->rope_inv_freq);
     free(m->layer_is_moe);
+    free(m->layer_window);
     free(m);
 }
 
@@ -175,6 +198,10 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
         [COLIBRI_T_SHARED_GATE] = {hp->n_ff_shared, D}, [COLIBRI_T_SHARED_UP] = {hp->n_ff_shared, D},
         [COLIBRI_T_SHARED_DOWN] = {D, hp->n_ff_shared}, [COLIBRI_T_SHARED_ROUTER] = {1, D},
         [COLIBRI_T_ROUTER_BIAS] = {1, hp->n_expert},    [COLIBRI_T_ROUTER_SEL_BIAS] = {1, hp->n_expert},
+        [COLIBRI_T_BO] = {1, D},                    [COLIBRI_T_ATTN_SINKS] = {1, hp->n_head},
+        [COLIBRI_T_EXPERT_GATE_BIAS] = {hp->n_expert, hp->n_ff_expert},
+        [COLIBRI_T_EXPERT_UP_BIAS] = {hp->n_expert, hp->n_ff_expert},
+        [COLIBRI_T_EXPERT_DOWN_BIAS] = {hp->n_expert, D},
     };
     *rows = shape[kind][0];
     *cols = shape[kind][1];
@@ -190,6 +217,10 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
     case COLIBRI_T_SHARED_ROUTER: return moe && hp->shared_gated;
     case COLIBRI_T_ROUTER_BIAS: return moe && hp->router_bias;
     case COLIBRI_T_ROUTER_SEL_BIAS: return moe && hp->router_sel_bias;
+    case COLIBRI_T_BO: return hp->attn_out_bias;
+    case COLIBRI_T_ATTN_SINKS: return hp->attn_sinks;
+    case COLIBRI_T_EXPERT_GATE_BIAS: case COLIBRI_T_EXPERT_UP_BIAS: case COLIBRI_T_EXPERT_DOWN_BIAS:
+        return moe && hp->expert_bias;
     default: return 1;
     }
 }
@@ -207,6 +238,11 @@ static const char *colibri_tensor_absence_reason(const colibri_model *m, int32_t
         return "the layer is dense";
     case COLIBRI_T_ROUTER_SEL_BIAS:
         if (m->layer_is_moe[layer]) return "router_sel_bias is 0";
+        return "the layer is dense";
+    case COLIBRI_T_BO: return "attn_out_bias is 0";
+    case COLIBRI_T_ATTN_SINKS: return "attn_sinks is 0";
+    case COLIBRI_T_EXPERT_GATE_BIAS: case COLIBRI_T_EXPERT_UP_BIAS: case COLIBRI_T_EXPERT_DOWN_BIAS:
+        if (m->layer_is_moe[layer]) return "expert_bias is 0";
         return "the layer is dense";
     case COLIBRI_T_SHARED_ROUTER:
         if (m->layer_is_moe[layer] && m->hp.n_ff_shared > 0) return "shared_gated is 0";

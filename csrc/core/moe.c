@@ -78,8 +78,10 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
 
     /* ROUTER (+ the shared expert's router logit in the same pool run) */
     colibri_matmul_job router[2] = {
-        {&L->t[COLIBRI_T_ROUTER], s->h, D, s->router_logits, E, T, NULL, NULL},       /* [T, E] */
-        {&L->t[COLIBRI_T_SHARED_ROUTER], s->h, D, s->shared_logit, 1, T, NULL, NULL},  /* [T, 1] */
+        {.w = &L->t[COLIBRI_T_ROUTER], .x = s->h, .x_stride = D, .y = s->router_logits, .y_stride = E,   /* [T, E] */
+         .n = T},
+        {.w = &L->t[COLIBRI_T_SHARED_ROUTER], .x = s->h, .x_stride = D, .y = s->shared_logit,   /* [T, 1] */
+         .y_stride = 1, .n = T},
     };
     colibri_matmul_run(ctx, router, hp->shared_gated ? 2 : 1);
     if (hp->router_bias) {
@@ -106,13 +108,19 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
         int32_t row = s->expert_start[e], n = s->expert_count[e];
         if (n == 0) continue;
         const colibri_tensor *w = &L->experts[(int64_t)e * COLIBRI_EXPERT_KINDS];
-        s->mlps[n_mlps++] = (colibri_mlp){&w[0], &w[1], &w[2], s->xg + row * D, s->eg + row * Fe,
-                                          s->eu + row * Fe, s->yg + row * D, n};
+        colibri_mlp *mlp = &s->mlps[n_mlps++];
+        *mlp = (colibri_mlp){.gate = &w[0], .up = &w[1], .down = &w[2], .x = s->xg + row * D,
+                             .act_gate = s->eg + row * Fe, .act_up = s->eu + row * Fe, .y = s->yg + row * D, .n = n};
+        if (hp->expert_bias) {   /* row e of the stacked [E, Fe] / [E, D] biases */
+            mlp->gate_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_GATE_BIAS], e * Fe};
+            mlp->up_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_UP_BIAS], e * Fe};
+            mlp->down_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_DOWN_BIAS], e * D};
+        }
     }
     if (hp->n_ff_shared > 0) {   /* the shared expert joins the same two pool runs */
-        s->mlps[n_mlps++] = (colibri_mlp){&L->t[COLIBRI_T_SHARED_GATE], &L->t[COLIBRI_T_SHARED_UP],
-                                          &L->t[COLIBRI_T_SHARED_DOWN], s->h, s->ff_gate, s->ff_up,
-                                          s->o, T};
+        s->mlps[n_mlps++] = (colibri_mlp){.gate = &L->t[COLIBRI_T_SHARED_GATE], .up = &L->t[COLIBRI_T_SHARED_UP],
+                                          .down = &L->t[COLIBRI_T_SHARED_DOWN], .x = s->h, .act_gate = s->ff_gate,
+                                          .act_up = s->ff_up, .y = s->o, .n = T};
     }
     colibri_profile_mark(ctx, COLIBRI_STAGE_DISPATCH, layer);
     colibri_mlp_run(ctx, s->mlps, n_mlps);

@@ -81,6 +81,13 @@ typedef enum colibri_router_score {
     COLIBRI_ROUTER_TOPK_SOFTMAX = 2  /* s = logits; gates = softmax over the k chosen (Granite, gpt-oss) */
 } colibri_router_score;
 
+/* ---- how an MLP combines its gate and up projections --------------------- */
+typedef enum colibri_ffn_act {
+    COLIBRI_FFN_SWIGLU = 0,          /* silu(gate) * up */
+    COLIBRI_FFN_SWIGLU_CLAMPED = 1   /* g = min(gate, limit), u = clamp(up, -limit, limit):
+                                        g * sigmoid(alpha * g) * (u + 1)   (gpt-oss) */
+} colibri_ffn_act;
+
 /* ---- model hyperparameters --------------------------------------------- */
 /* All fields are plain values; the two arrays are copied by
  * colibri_model_create, so the caller may free them afterwards. */
@@ -129,6 +136,16 @@ typedef struct colibri_hparams {
     float router_norm_min;     /* renorm divides by max(sum, norm_min) + norm_eps (ERNIE: */
     float router_norm_eps;     /*   min 1e-12; DeepSeek-V3, GLM: eps 1e-20; others 0, 0) */
     float router_scale;        /* gates multiplied by this (routed_scaling_factor); 0 = 1 */
+    /* -- attention and MLP variants (0 / NULL: off) -- */
+    const int32_t *layer_window;  /* [n_layer]: each layer's sliding window (0 = full attention);
+                                     NULL: every layer uses sliding_window; copied */
+    int32_t attn_out_bias;     /* 1: the output projection has a bias (BO) */
+    int32_t attn_sinks;        /* 1: each query head has a learned sink logit (ATTN_SINKS) that joins
+                                  its softmax's denominator and weighs no value */
+    int32_t expert_bias;       /* 1: routed experts' gate, up and down have biases (EXPERT_*_BIAS) */
+    int32_t ffn_act;           /* colibri_ffn_act of every MLP (dense, routed, shared) */
+    float ffn_alpha;           /* COLIBRI_FFN_SWIGLU_CLAMPED's alpha (> 0) */
+    float ffn_limit;           /* COLIBRI_FFN_SWIGLU_CLAMPED's limit (> 0) */
 } colibri_hparams;
 
 /* ---- tensor kinds -------------------------------------------------------
@@ -162,6 +179,11 @@ typedef enum colibri_tensor_kind {
     COLIBRI_T_SHARED_ROUTER,   /* [1, D]          (shared_gated)     l     -1 */
     COLIBRI_T_ROUTER_BIAS,     /* [1, E]          (router_bias)      l     -1 */
     COLIBRI_T_ROUTER_SEL_BIAS, /* [1, E]          (router_sel_bias)  l     -1 */
+    COLIBRI_T_BO,              /* [1, D]   (attn_out_bias)           l     -1 */
+    COLIBRI_T_ATTN_SINKS,      /* [1, n_head] (attn_sinks)           l     -1 */
+    COLIBRI_T_EXPERT_GATE_BIAS,  /* [E, n_ff_expert] (expert_bias)   l     -1 */
+    COLIBRI_T_EXPERT_UP_BIAS,    /* [E, n_ff_expert] (expert_bias)   l     -1 */
+    COLIBRI_T_EXPERT_DOWN_BIAS,  /* [E, D]  (expert_bias)             l     -1 */
     COLIBRI_T_COUNT
 } colibri_tensor_kind;
 

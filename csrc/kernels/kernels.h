@@ -83,6 +83,9 @@ void colibri_rope_table(const float *inv_freq, int32_t head_dim, int32_t pos, fl
                         float *cos_sin);
 /* g: [n] <- silu(g) * u, silu(z) = z / (1 + exp(-z)). */
 void colibri_silu_mul(float *g, const float *u, int64_t n);
+/* g: [n] <- c * sigmoid(alpha * c) * (v + 1) with c = min(g, limit) and
+ * v = clamp(u, -limit, limit) (gpt-oss's clamped SwiGLU; NaN stays NaN). */
+void colibri_swiglu_clamped(float *g, const float *u, int64_t n, float alpha, float limit);
 /* out: [n_cols] = sum over j of w[j] * rows[j], rows[j] = rows + j * stride
  * elements (f32, or f16 widened exactly), each element summed from 0 in j
  * order with a product then a sum (exactly `memset 0; for j: out += w[j] *

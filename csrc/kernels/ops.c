@@ -90,6 +90,17 @@ void colibri_silu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + colibri_expf(-g[i])) * u[i];
 }
 
+/* As transformers' GptOssExperts: glu = c * sigmoid(c * alpha), out = (v + 1) * glu;
+ * the comparisons keep NaN (a NaN compares false and passes through). */
+void colibri_swiglu_clamped(float *g, const float *u, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        float c = g[i] > limit ? limit : g[i];
+        float v = u[i] > limit ? limit : (u[i] < -limit ? -limit : u[i]);
+        float glu = c * (1.0f / (1.0f + colibri_expf(-(c * alpha))));
+        g[i] = (v + 1.0f) * glu;
+    }
+}
+
 /* 16 columns at a time held in a local accumulator across all j (registers,
  * not memory), written out once; the unrolled statements are what -O2's
  * straight-line (SLP) vectorizer packs. LOAD widens one row element (exact). */

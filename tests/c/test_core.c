@@ -33,6 +33,7 @@ typedef struct test_model {
     colibri_hparams hp;
     float inv_freq[64];       /* inv_freq: [head_dim/2] */
     uint8_t is_moe[8];        /* is_moe: [n_layer] */
+    int32_t window[8];        /* window: [n_layer] per-layer sliding windows (test_mechanisms) */
     int32_t dtype;            /* dtype of every weight (norms and biases: F32 if a block type) */
     int32_t round_through;    /* a block type: weights are rounded through it, stored as F32 */
     int up_f16;               /* 1, 2: every up projection holds f16 values, stored as F16 (1) or F32 (2) */
@@ -53,7 +54,9 @@ static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert,
                     int64_t cols, float center, float scale) {
     int is_vector = kind == COLIBRI_T_OUTPUT_NORM || kind == COLIBRI_T_ATTN_NORM || kind == COLIBRI_T_BQ ||
                     kind == COLIBRI_T_BK || kind == COLIBRI_T_BV || kind == COLIBRI_T_Q_NORM ||
-                    kind == COLIBRI_T_K_NORM || kind == COLIBRI_T_FFN_NORM;
+                    kind == COLIBRI_T_K_NORM || kind == COLIBRI_T_FFN_NORM || kind == COLIBRI_T_BO ||
+                    kind == COLIBRI_T_ATTN_SINKS || kind == COLIBRI_T_EXPERT_GATE_BIAS ||
+                    kind == COLIBRI_T_EXPERT_UP_BIAS || kind == COLIBRI_T_EXPERT_DOWN_BIAS;
     int32_t dtype = is_vector && test_is_block_type(tm->dtype) ? COLIBRI_DTYPE_F32 : tm->dtype;
     int64_t n = rows * cols;
     float *values = malloc((size_t)n * sizeof(float));   /* values: [rows, cols] */
@@ -104,6 +107,21 @@ static void test_config(test_model *tm, int32_t dtype) {
     }
 }
 
+/* gpt-oss's mechanisms on top of the default config: a 3-position window on
+ * layer 0 (full attention on layer 1), sink logits, an output bias, expert
+ * biases and the clamped SwiGLU with a limit the random activations reach. */
+static void test_mechanisms(test_model *tm) {
+    tm->window[0] = 3;
+    tm->window[1] = 0;
+    tm->hp.layer_window = tm->window;
+    tm->hp.attn_sinks = 1;
+    tm->hp.attn_out_bias = 1;
+    tm->hp.expert_bias = 1;
+    tm->hp.ffn_act = COLIBRI_FFN_SWIGLU_CLAMPED;
+    tm->hp.ffn_alpha = 1.702f;
+    tm->hp.ffn_limit = 0.7f;
+}
+
 /* Creates the model and sets every tensor the config calls for (this list is
  * the test's own statement of the rules in colibri.h); finalizes if asked. */
 static int test_build(test_model *tm, int finalize) {
@@ -126,6 +144,8 @@ static int test_build(test_model *tm, int finalize) {
             rc |= test_set(tm, COLIBRI_T_BK, l, -1, 1, K, 0.0f, 0.2f);
             rc |= test_set(tm, COLIBRI_T_BV, l, -1, 1, K, 0.0f, 0.2f);
         }
+        if (hp->attn_out_bias) rc |= test_set(tm, COLIBRI_T_BO, l, -1, 1, D, 0.0f, 0.2f);
+        if (hp->attn_sinks) rc |= test_set(tm, COLIBRI_T_ATTN_SINKS, l, -1, 1, hp->n_head, 0.0f, 2.0f);
         if (hp->qk_norm) {
             int per_head = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD;
             rc |= test_set(tm, COLIBRI_T_Q_NORM, l, -1, 1, per_head ? hp->head_dim : Q, 1.0f, 0.2f);
@@ -143,6 +163,11 @@ static int test_build(test_model *tm, int finalize) {
             rc |= test_set(tm, COLIBRI_T_EXPERT_GATE, l, e, hp->n_ff_expert, D, 0.0f, 0.6f);
             rc |= test_set(tm, COLIBRI_T_EXPERT_UP, l, e, hp->n_ff_expert, D, 0.0f, 0.6f);
             rc |= test_set(tm, COLIBRI_T_EXPERT_DOWN, l, e, D, hp->n_ff_expert, 0.0f, 0.5f);
+        }
+        if (hp->expert_bias) {
+            rc |= test_set(tm, COLIBRI_T_EXPERT_GATE_BIAS, l, -1, hp->n_expert, hp->n_ff_expert, 0.0f, 0.4f);
+            rc |= test_set(tm, COLIBRI_T_EXPERT_UP_BIAS, l, -1, hp->n_expert, hp->n_ff_expert, 0.0f, 0.4f);
+            rc |= test_set(tm, COLIBRI_T_EXPERT_DOWN_BIAS, l, -1, hp->n_expert, D, 0.0f, 0.4f);
         }
         if (hp->n_ff_shared > 0) {
             rc |= test_set(tm, COLIBRI_T_SHARED_GATE, l, -1, hp->n_ff_shared, D, 0.0f, 0.6f);
@@ -210,6 +235,28 @@ static int64_t test_ulps(float a, float b) {
 /* colibri_expf within 1 ulp of the double exp rounded to f32 (every 97th f32
  * in [-87, 88.7]; an exhaustive sweep measured the same bound), and its
  * special values. */
+/* The clamped SwiGLU against the formula in double: gate clamped above at the
+ * limit, up on both sides, (up + 1) * gate * sigmoid(alpha * gate); NaN stays NaN. */
+static void test_swiglu_clamped(void) {
+    float g[41], u[41];
+    int close = 1;
+    for (int i = 0; i < 41; i++) {
+        g[i] = -10.0f + 0.5f * (float)i;
+        u[i] = 9.0f - 0.45f * (float)i;
+    }
+    float want[41];
+    for (int i = 0; i < 41; i++) {
+        double c = g[i] > 7.0 ? 7.0 : g[i], v = u[i] > 7.0 ? 7.0 : (u[i] < -7.0 ? -7.0 : u[i]);
+        want[i] = (float)((v + 1.0) * c / (1.0 + exp(-1.702 * c)));
+    }
+    colibri_swiglu_clamped(g, u, 41, 1.702f, 7.0f);
+    for (int i = 0; i < 41; i++) close &= fabsf(g[i] - want[i]) <= 1e-6f * (1.0f + fabsf(want[i]));
+    CHECK(close, "clamped SwiGLU matches (up + 1) * c * sigmoid(1.702 c), c = min(gate, 7), |up| <= 7");
+    float gn[2] = {NAN, 1.0f}, un[2] = {1.0f, NAN};
+    colibri_swiglu_clamped(gn, un, 2, 1.702f, 7.0f);
+    CHECK(isnan(gn[0]) && isnan(gn[1]), "clamped SwiGLU keeps NaN in gate or up");
+}
+
 static void test_exp(void) {
     int64_t worst = 0;
     float worst_x = 0.0f;
@@ -368,9 +415,10 @@ static void test_dispatch_aggregate(void) {
 
 /* ---- self-consistency of the forward step ------------------------------------ */
 
-static void test_prefill_vs_steps(int32_t dtype, int32_t kv_dtype) {
+static void test_prefill_vs_steps(int32_t dtype, int32_t kv_dtype, int mechanisms) {
     test_model tm;
     test_config(&tm, dtype);
+    if (mechanisms) test_mechanisms(&tm);
     CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
     int32_t V = tm.hp.n_vocab, n = 6;
     colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 1, 8, 1, kv_dtype);
@@ -400,9 +448,10 @@ static void test_prefill_vs_steps(int32_t dtype, int32_t kv_dtype) {
 
 /* The same prompt under 1 and 2 threads, and alone vs interleaved with another
  * sequence in one batch: bitwise the same logits and routes. */
-static void test_threads_and_batching(int32_t dtype, int32_t kv_dtype) {
+static void test_threads_and_batching(int32_t dtype, int32_t kv_dtype, int mechanisms) {
     test_model tm;
     test_config(&tm, dtype);
+    if (mechanisms) test_mechanisms(&tm);
     CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
     int32_t V = tm.hp.n_vocab, L = tm.hp.n_layer, k = tm.hp.n_expert_used;
     int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq0[6] = {0};
@@ -575,6 +624,49 @@ static void test_variants(void) {
     CHECK(memcmp(ref, got, sizeof ref) != 0, "a sliding window of 2 changes the logits");
 }
 
+/* gpt-oss's mechanisms: each one changes the logits of the 6-token prompt, and
+ * a layer window wider than the prompt is full attention, bitwise. */
+static void test_mechanisms_matter(void) {
+    static float base[6 * 64], got[6 * 64];
+    test_model tm;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    test_mechanisms(&tm);
+    test_prompt_logits(&tm, base);
+    for (int change = 0; change < 6; change++) {
+        test_config(&tm, COLIBRI_DTYPE_F32);
+        test_mechanisms(&tm);
+        switch (change) {
+        case 0: tm.window[0] = 0; break;
+        case 1: tm.hp.attn_sinks = 0; break;
+        case 2: tm.hp.attn_out_bias = 0; break;
+        case 3: tm.hp.expert_bias = 0; break;
+        case 4: tm.hp.ffn_limit = 100.0f; break;
+        default: tm.hp.ffn_act = COLIBRI_FFN_SWIGLU; break;
+        }
+        test_prompt_logits(&tm, got);
+        CHECK(memcmp(base, got, sizeof base) != 0, "mechanism change %d changes the logits", change);
+    }
+    float full[6 * 64];
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    test_mechanisms(&tm);
+    tm.window[0] = 0;
+    test_prompt_logits(&tm, full);
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    test_mechanisms(&tm);
+    tm.window[0] = 6;
+    test_prompt_logits(&tm, got);
+    CHECK(memcmp(full, got, sizeof full) == 0, "a layer window as wide as the prompt == full attention, bitwise");
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    test_mechanisms(&tm);
+    tm.window[1] = -1;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "layer_window[1]"),
+          "negative layer window refused: %s", colibri_last_error());
+    test_mechanisms(&tm);
+    tm.hp.ffn_limit = 0.0f;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "ffn_limit"),
+          "clamped SwiGLU without a limit refused: %s", colibri_last_error());
+}
+
 /* ---- validation error paths --------------------------------------------------- */
 
 static void test_model_errors(void) {
@@ -699,17 +791,23 @@ int main(void) {
     test_exp();
     test_router();
     test_dispatch_aggregate();
-    test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32);
-    test_prefill_vs_steps(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32);
-    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16);
+    test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 0);
+    test_prefill_vs_steps(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32, 0);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16, 0);
     test_mixed_gate_up();
-    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32);
-    test_threads_and_batching(COLIBRI_DTYPE_F16, COLIBRI_DTYPE_F32);
-    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1, COLIBRI_DTYPE_F32);
-    test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F32);
-    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F32);
-    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16);
-    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16);
+    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_F16, COLIBRI_DTYPE_F32, 0);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q4_1, COLIBRI_DTYPE_F32, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F32, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F32, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16, 0);
+    test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 1);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16, 1);
+    test_threads_and_batching(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32, 1);
+    test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16, 1);
+    test_swiglu_clamped();
+    test_mechanisms_matter();
     test_kv_f16();
     test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
