@@ -144,7 +144,8 @@ def _hf_source(src):
         config = arch.read_config(ConfigReader(checkpoint.config, source))
 
         def tensor(slot: TensorSlot):
-            ref = checked_weight(checkpoint, slot)   # dtype, shape and alignment, as colibri.load checks them
+            # dtype, shape and alignment, as colibri.load checks them
+            ref = checked_weight(checkpoint, slot, arch.names[slot.kind], config)
             return ref.dtype, ref.array
 
         return (arch, config, tensor_slots(arch, config), tensor, _side_files(checkpoint), "huggingface",

@@ -31,6 +31,7 @@ GGUF_NAMES = {
     "SHARED_GATE": "blk.{l}.ffn_gate_shexp.weight", "SHARED_UP": "blk.{l}.ffn_up_shexp.weight",
     "SHARED_DOWN": "blk.{l}.ffn_down_shexp.weight", "SHARED_ROUTER": "blk.{l}.ffn_gate_inp_shexp.weight",
     "ROUTER_BIAS": "blk.{l}.ffn_gate_inp.bias", "ROUTER_SEL_BIAS": "blk.{l}.exp_probs_b.bias",
+    "BO": "blk.{l}.attn_output.bias",
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
@@ -77,7 +78,8 @@ def hf_config_from_gguf(gguf: GGUFFile, arch) -> dict[str, Any]:
     if scaling not in (None, "none"):
         config["rope_scaling"] = {"rope_type": scaling, "factor": meta.get(prefix + "rope.scaling.factor"),
                                   "original_max_position_embeddings":
-                                      meta.get(prefix + "rope.scaling.original_context_length")}
+                                      meta.get(prefix + "rope.scaling.original_context_length"),
+                                  **arch.gguf.rope_fixed}
     embd = gguf.tensors.get("token_embd.weight")
     if embd is None:
         raise ModelError(f"{gguf.path}: missing tensor 'token_embd.weight'")
@@ -106,9 +108,9 @@ def _tensor(gguf: GGUFFile, name: str) -> GGUFTensor:
     return tensor
 
 
-def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int) -> WeightRef:
+def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int, names: dict[str, str]) -> WeightRef:
     """The bytes for one slot: a whole tensor, or one expert's slice of a stacked one."""
-    name = GGUF_NAMES[slot.kind].format(l=slot.layer)
+    name = names[slot.kind].format(l=slot.layer)
     tensor = _tensor(gguf, name)
     where = f"{gguf.path}: tensor '{name}'"
     if slot.kind in EXPERT_KINDS:
@@ -135,7 +137,8 @@ def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, Weigh
         arch = architecture_for(gguf)
         source = f"{gguf.path} (GGUF metadata)"
         config = arch.read_config(ConfigReader(hf_config_from_gguf(gguf, arch), source))
-        weights = [(slot, _weight(gguf, slot, config.num_experts)) for slot in tensor_slots(arch, config)]
+        names = {**GGUF_NAMES, **arch.gguf.names}
+        weights = [(slot, _weight(gguf, slot, config.num_experts, names)) for slot in tensor_slots(arch, config)]
         tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
         return gguf, config, weights, tokenizer
     except BaseException:

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from .errors import ModelError
 from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
+import numpy as np
+
 from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots
+from .models.spec import Derived, ModelConfig
 from .native_model import NativeModel, WeightRef
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
@@ -14,8 +17,14 @@ ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 DEFAULT_CONTEXT = 4096
 
 
-def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
-    """The tensor for a slot, after checking its dtype and shape against the architecture."""
+def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot, source: str | Derived | None = None,
+                   config: ModelConfig | None = None) -> WeightRef:
+    """The tensor for a slot, after checking its dtype and shape against the architecture.
+    ``source`` is the architecture's names entry for the slot's kind: a Derived one is built
+    from its checkpoint tensors (a layout change made once, here); otherwise the stored
+    tensor is used in place."""
+    if isinstance(source, Derived):
+        return _derived_weight(checkpoint, slot, source, config)
     view = checkpoint.tensor(slot.name)
     where = f"{view.file}: tensor '{slot.name}'"
     if view.dtype not in WEIGHT_DTYPES:
@@ -27,6 +36,22 @@ def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot) -> WeightRef:
     return WeightRef(view.dtype, tuple(view.shape), view.nbytes, view.array)
 
 
+def _derived_weight(checkpoint: HFCheckpoint, slot: TensorSlot, derived: Derived, config: ModelConfig) -> WeightRef:
+    """A slot built from checkpoint tensors; the result's dtype and shape are checked as a stored one's."""
+    def read(name: str) -> tuple[str, np.ndarray]:
+        view = checkpoint.tensor(name)
+        return view.dtype, view.array
+
+    dtype, array = derived.build(read, slot, config)
+    where = f"{checkpoint.directory}: tensor '{slot.name}' (for {slot.kind}, layer {slot.layer})"
+    if dtype not in WEIGHT_DTYPES:
+        raise ModelError(f"{where}: dtype {dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
+    if tuple(array.shape) != slot.shape:
+        raise ModelError(f"{where}: shape {shape_text(array.shape)}, expected {shape_text(slot.shape)}")
+    array = np.ascontiguousarray(array)
+    return WeightRef(dtype, tuple(array.shape), array.nbytes, array)
+
+
 def _open_hf(directory: Path):
     """(files, config, weights, tokenizer, generation_config) of a Hugging Face directory."""
     from .tokenizer import Tokenizer
@@ -36,7 +61,8 @@ def _open_hf(directory: Path):
         config_source = str(directory / "config.json")
         arch = architecture(checkpoint.config.get("model_type"), config_source)
         config = arch.read_config(ConfigReader(checkpoint.config, config_source))
-        weights = [(slot, checked_weight(checkpoint, slot)) for slot in tensor_slots(arch, config)]
+        weights = [(slot, checked_weight(checkpoint, slot, arch.names[slot.kind], config))
+                   for slot in tensor_slots(arch, config)]
         tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
         return checkpoint, config, weights, tokenizer, checkpoint.optional_json("generation_config.json")
     except BaseException:

@@ -74,6 +74,21 @@ TINY_MODELS = {
                               rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0))),
     "llama-c": ("llama", dict(vocab_size=128, hidden_size=48, intermediate_size=100, num_hidden_layers=2,
                               num_attention_heads=6, num_key_value_heads=6, eos_token_id=127)),
+    # gpt-oss: eager attention (transformers' reference path with sinks); windows shorter than the
+    # cache tests' sequences; the first with gpt-oss's own YaRN (factor 32 over 4096 positions)
+    "gpt_oss-a": ("gpt_oss", dict(vocab_size=103, hidden_size=48, intermediate_size=40, num_hidden_layers=3,
+                                  num_attention_heads=6, num_key_value_heads=2, head_dim=16, num_local_experts=5,
+                                  num_experts_per_tok=2, sliding_window=5, eos_token_id=102,
+                                  attn_implementation="eager")),
+    "gpt_oss-b": ("gpt_oss", dict(vocab_size=89, hidden_size=36, intermediate_size=28, num_hidden_layers=4,
+                                  num_attention_heads=4, num_key_value_heads=4, head_dim=10, num_local_experts=7,
+                                  num_experts_per_tok=3, sliding_window=7, tie_word_embeddings=True,
+                                  eos_token_id=88, swiglu_limit=1.5, swiglu_alpha=2.5, attn_implementation="eager",
+                                  layer_types=["full_attention", "sliding_attention", "sliding_attention",
+                                               "full_attention"],
+                                  rope_parameters=dict(rope_type="yarn", rope_theta=50000.0, factor=4.0,
+                                                       beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                                       original_max_position_embeddings=64))),
 }
 
 _CLASSES = {
@@ -82,6 +97,7 @@ _CLASSES = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
 }
 
 
@@ -117,13 +133,15 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
     torch.manual_seed(sum(map(ord, name)))
     model = _eager_experts(model_cls(config).eval())
     # Norm weights default to ones and biases to zeros; randomise them so a mis-applied norm or
-    # bias cannot pass.
+    # bias cannot pass. Attention sinks get logits as large as the scores they compete with.
     with torch.no_grad():
         for pname, param in model.named_parameters():
             if pname.endswith("norm.weight"):
                 param.copy_(1.0 + 0.2 * torch.randn_like(param))
             elif pname.endswith("bias") and not param.any():
                 param.copy_(0.2 * torch.randn_like(param))
+            elif pname.endswith("sinks"):
+                param.copy_(torch.randn_like(param))
     path = root / name
     model.save_pretrained(path)
     model_bf16 = _eager_experts(model_cls(config).eval())

@@ -6,11 +6,11 @@ llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` 
 from __future__ import annotations
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
 GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
-             "olmoe": "olmoe"}
+             "olmoe": "olmoe", "gpt_oss": "gpt-oss"}
 QUANT = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
          "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
 
@@ -19,6 +19,61 @@ def _permute_for_interleaved_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
     """llama.cpp's q/k row order for the `llama` arch: per head, halves → interleaved pairs."""
     rows = w.shape[0]
     return w.reshape(n_heads, 2, rows // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _put(w: GGUFWriter, name: str, array: np.ndarray, qtype: str) -> None:
+    """A tensor at qtype where its rows are a multiple of 32 wide (and it is a matrix), else F32."""
+    kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
+    if kind == GGMLQuantizationType.F32:
+        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+    elif kind == GGMLQuantizationType.F16:
+        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float16))
+    else:
+        w.add_tensor(name, quantize(np.ascontiguousarray(array, dtype=np.float32), kind), raw_dtype=kind)
+
+
+def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -> None:
+    """gpt-oss as llama.cpp's GptOssModel converter writes it: NEOX-order q/k (no permutation), sinks,
+    q/k/v/o and router biases, the FFN norm as post_attention_norm, gate_up split into stacked
+    ffn_gate_exps / ffn_up_exps [E, F, D] (even / odd columns of the transposed HF tensor) with
+    their biases, ffn_down_exps [E, D, F], YaRN and the sliding window in the metadata."""
+    rope = cfg.rope_parameters
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_expert_feed_forward_length(cfg.intermediate_size)
+    w.add_expert_count(cfg.num_local_experts)
+    w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_sliding_window(cfg.sliding_window)
+    if rope.get("rope_type") == "yarn":
+        w.add_rope_scaling_type(RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    put = lambda name, array: _put(w, name, array, qtype)   # noqa: E731
+    put("token_embd.weight", sd["model.embed_tokens.weight"])
+    put("output_norm.weight", sd["model.norm.weight"])
+    if not cfg.tie_word_embeddings:
+        put("output.weight", sd["lm_head.weight"])
+    for l in range(cfg.num_hidden_layers):
+        p, b = f"model.layers.{l}.", f"blk.{l}."
+        put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
+        for proj, gguf_name in (("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"), ("o", "attn_output")):
+            put(b + gguf_name + ".weight", sd[p + f"self_attn.{proj}_proj.weight"])
+            put(b + gguf_name + ".bias", sd[p + f"self_attn.{proj}_proj.bias"])
+        put(b + "attn_sinks.weight", sd[p + "self_attn.sinks"])
+        put(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        put(b + "ffn_gate_inp.weight", sd[p + "mlp.router.weight"])
+        put(b + "ffn_gate_inp.bias", sd[p + "mlp.router.bias"])
+        gate_up = sd[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)   # [E, 2F, D]
+        gate_up_bias = sd[p + "mlp.experts.gate_up_proj_bias"]             # [E, 2F]
+        put(b + "ffn_gate_exps.weight", gate_up[:, 0::2])
+        put(b + "ffn_up_exps.weight", gate_up[:, 1::2])
+        put(b + "ffn_gate_exps.bias", gate_up_bias[:, 0::2])
+        put(b + "ffn_up_exps.bias", gate_up_bias[:, 1::2])
+        put(b + "ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].transpose(0, 2, 1))   # [E, D, F]
+        put(b + "ffn_down_exps.bias", sd[p + "mlp.experts.down_proj_bias"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
@@ -42,6 +97,9 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or 0
+    if model_type == "gpt_oss":
+        _export_gpt_oss(w, cfg, sd, qtype)
+        return
     if model_type == "mixtral":
         w.add_feed_forward_length(cfg.intermediate_size)
     elif model_type == "olmoe":
@@ -60,13 +118,7 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
         w.add_expert_used_count(cfg.num_experts_per_tok)
 
     def put(name: str, array: np.ndarray) -> None:
-        kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
-        if kind == GGMLQuantizationType.F32:
-            w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
-        elif kind == GGMLQuantizationType.F16:
-            w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float16))
-        else:
-            w.add_tensor(name, quantize(np.ascontiguousarray(array, dtype=np.float32), kind), raw_dtype=kind)
+        _put(w, name, array, qtype)
 
     interleave = arch == "llama"
     put("token_embd.weight", sd["model.embed_tokens.weight"])

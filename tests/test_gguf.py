@@ -15,6 +15,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trai
 from colibri.errors import ModelError
 from colibri.formats.gguf import GGML_TYPES, GGUFFile
 from colibri.formats.gguf_tokenizer import tokenizer_from_gguf
+from harmony import O200K_REGEX
 
 
 def write_gguf(path, *, arch="llama", kv=(), tensors=(), alignment=None):
@@ -192,6 +193,9 @@ HF_PIPELINES = {
     "smollm": (lambda: pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False)]), False),
+    "gpt-4o": (lambda: pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(O200K_REGEX), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), False),
 }
 
 

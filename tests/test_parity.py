@@ -32,7 +32,7 @@ def _router_modules(model):
     routers = {}
     for i, layer in enumerate(model.model.layers):
         block = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp", None)
-        gate = getattr(block, "gate", None)
+        gate = getattr(block, "gate", None) or getattr(block, "router", None)
         if gate is not None and hasattr(gate, "top_k"):
             routers[i] = gate
     return routers

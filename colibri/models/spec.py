@@ -288,14 +288,33 @@ LLAMA_NAMES: dict[str, str] = {
 class GGUFMapping:
     """How llama.cpp stores an architecture: its ``general.architecture`` name, the metadata keys
     (after the ``<arch>.`` prefix) that map to config.json fields beyond the common ones, the
-    config values llama.cpp hard-codes for it, and whether its q/k rows are permuted for
-    adjacent-pair RoPE."""
+    config values llama.cpp hard-codes for it, whether its q/k rows are permuted for
+    adjacent-pair RoPE, and its tensor names where they differ from the common ones
+    (``gguf_source.GGUF_NAMES``)."""
 
     arch: str
     keys: dict[str, str] = field(default_factory=dict)
     fixed: dict[str, Any] = field(default_factory=dict)
     rope_interleaved: bool = False
     has_experts: bool = True     # tells mixtral (experts) from llama (dense) under GGUF "llama"
+    names: dict[str, str] = field(default_factory=dict)
+    rope_fixed: dict[str, Any] = field(default_factory=dict)   # rope_scaling entries GGUF metadata lacks
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A tensor the C core reads in another layout than the checkpoint stores it: built once at
+    load by ``build(read, slot, config)``, where ``read(name)`` returns a checkpoint tensor as
+    ``(dtype, array)`` (BF16 as raw uint16 bits, block types as raw bytes) and ModelError when it
+    is missing. ``build`` returns ``(dtype, array)`` in the C core's layout: a permutation of the
+    stored elements or blocks, never a dequantization. ``name`` (with ``{l}``) names the main
+    source tensor in messages."""
+
+    name: str
+    build: Callable[..., tuple[str, np.ndarray]]
+
+    def format(self, **kw) -> str:
+        return self.name.format(**kw)
 
 
 @dataclass(frozen=True)
@@ -304,7 +323,7 @@ class Architecture:
 
     model_type: str
     read_config: Callable[[ConfigReader], ModelConfig]
-    names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES))
+    names: dict[str, str | Derived] = field(default_factory=lambda: dict(LLAMA_NAMES))
     gguf: GGUFMapping | None = None
 
 

@@ -1,0 +1,143 @@
+"""gpt-oss beyond the shared parity suite: the harmony chat format through the tokenizer.json path,
+a tiny model chatting end to end against transformers, and the config fields it refuses.
+
+Tolerances: rendered prompts byte-identical to transformers' apply_chat_template; token ids
+identical; greedy replies identical token for token (the model's logits agree to 1e-4 relative,
+test_parity.py).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import colibri
+from colibri import ModelError
+from colibri.tokenizer import Tokenizer
+
+from conftest import COMMON
+from harmony import SPECIAL, save_harmony_tokenizer
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather now in a city",
+        "parameters": {"type": "object", "required": ["city"], "properties": {
+            "city": {"type": "string", "description": "City name"},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+            "days": {"type": "integer"}, "hourly": {"type": "boolean"},
+            "fields": {"type": "array", "items": {"type": "string"}}}}}},
+    {"type": "function", "function": {"name": "now", "description": "The time"}},
+]
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello there"}],
+    [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": "Sky colour?"},
+     {"role": "assistant", "content": "Blue.", "thinking": "Simple."}, {"role": "user", "content": "Grass?"}],
+    [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+     {"role": "assistant", "thinking": "Use the tool.",
+      "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+     {"role": "tool", "content": {"sunny": True, "temp": 21}},
+     {"role": "assistant", "content": "Sunny, 21 degrees.", "thinking": "Report it."}],
+    [{"role": "user", "content": "Two calls"},
+     {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "now", "arguments": "{}"}}]},
+     {"role": "tool", "content": "12:00"}],
+]
+
+
+@pytest.fixture(scope="module")
+def harmony_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("harmony")
+    save_harmony_tokenizer(directory)
+    return directory
+
+
+@pytest.mark.parametrize("conversation", range(len(CONVERSATIONS)))
+@pytest.mark.parametrize("variables", [{}, {"reasoning_effort": "high", "model_identity": "You are Tiny."}])
+def test_harmony_template_renders_as_transformers(harmony_dir, conversation, variables):
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(harmony_dir)
+    tok = Tokenizer.from_dir(harmony_dir)
+    messages = CONVERSATIONS[conversation]
+    for tools in (None, TOOLS):
+        for generation_prompt in (True, False):
+            expected = hf.apply_chat_template(messages, tools=tools, tokenize=False,
+                                              add_generation_prompt=generation_prompt, **variables)
+            got = tok.render_chat(messages, tools=tools, add_generation_prompt=generation_prompt, **variables)
+            assert got == expected
+            ids = hf.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=False,
+                                         add_generation_prompt=generation_prompt, **variables)
+            assert tok.encode(got, add_special_tokens=False) == list(ids)
+    # every harmony control token is one special token, never split by the BPE
+    for special in SPECIAL:
+        assert tok.encode(special, add_special_tokens=False) == [hf.convert_tokens_to_ids(special)]
+
+
+def test_harmony_template_errors_are_one_line(harmony_dir):
+    tok = Tokenizer.from_dir(harmony_dir)
+    with pytest.raises(ValueError, match=r"^chat template: a tool message must follow an assistant tool call$"):
+        tok.render_chat([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}])
+
+
+def test_tiny_gpt_oss_chats_like_transformers(harmony_dir, tmp_path):
+    """A tiny random gpt-oss with the harmony tokenizer: colibri.load(...).chat gives transformers'
+    greedy continuation of apply_chat_template's ids."""
+    from transformers import AutoTokenizer, GptOssConfig, GptOssForCausalLM
+
+    hf_tok = AutoTokenizer.from_pretrained(harmony_dir)
+    eos = [hf_tok.convert_tokens_to_ids(t) for t in ("<|return|>", "<|call|>")]
+    config = GptOssConfig(**{**COMMON, "vocab_size": len(hf_tok), "hidden_size": 40, "intermediate_size": 24,
+                             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                             "head_dim": 10, "num_local_experts": 4, "num_experts_per_tok": 2,
+                             "sliding_window": 8, "eos_token_id": eos, "attn_implementation": "eager"})
+    torch.manual_seed(7)
+    model = GptOssForCausalLM(config).eval()
+    model.set_experts_implementation("eager")
+    model.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (harmony_dir / name).exists():
+            (tmp_path / name).write_bytes((harmony_dir / name).read_bytes())
+    messages = CONVERSATIONS[1]
+    ids = hf_tok.apply_chat_template(messages, tokenize=True, return_dict=False, add_generation_prompt=True)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([list(ids)]), max_new_tokens=12, do_sample=False, eos_token_id=eos,
+                             pad_token_id=eos[0])
+    expected = out[0, len(ids):].tolist()
+    expected = expected[:next((i for i, t in enumerate(expected) if t in eos), len(expected))]
+    with colibri.load(tmp_path, threads=2) as m:
+        assert m.tokenizer.eos_ids >= set(eos)
+        reply = m.chat(messages, max_tokens=12, temperature=0.0)
+    assert reply.tokens == expected
+    assert reply.text == hf_tok.decode(expected)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("layer_types", ["sliding_attention"], r"field 'layer_types' must list num_hidden_layers=3 entries"),
+    ("layer_types", ["sliding_attention", "chunked_attention"], r"field 'layer_types' must list"),
+    ("sliding_window", 0, r"field 'sliding_window' is missing or 0, but layer_types has sliding_attention"),
+    ("swiglu_limit", -1.0, r"field 'swiglu_limit' = -1.0 is out of range"),
+    ("num_local_experts", 0, r"field 'num_local_experts' = 0 is out of range"),
+])
+def test_gpt_oss_config_errors(tiny_model_factory, tmp_path, field, value, message):
+    tiny = tiny_model_factory("gpt_oss-a")
+    config = json.loads((tiny.path / "config.json").read_text())
+    config[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes((tiny.path / "model.safetensors").read_bytes())
+    with pytest.raises(ModelError, match=message):
+        colibri.load(tmp_path)
+
+
+def test_gpt_oss_expert_tensor_shape_is_named(tiny_model_factory, tmp_path):
+    """A stacked expert tensor of the wrong shape is refused naming it (the layout change at load checks)."""
+    from safetensors.numpy import load_file, save_file
+
+    tiny = tiny_model_factory("gpt_oss-a")
+    tensors = load_file(tiny.path / "model.safetensors")
+    name = "model.layers.1.mlp.experts.gate_up_proj"
+    tensors[name] = tensors[name][:, :, :-2].copy()
+    save_file(tensors, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_bytes((tiny.path / "config.json").read_bytes())
+    with pytest.raises(ModelError, match=rf"tensor '{name}': shape \[5, 48, 78\], expected \[5, 48, 80\]"):
+        colibri.load(tmp_path)
