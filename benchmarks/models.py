@@ -1,6 +1,6 @@
 """Random-weight benchmark models, written once into a cache folder.
 
-Two shapes (a small Mixtral and OLMoE-1B-7B), each as
+Three shapes (a small Mixtral, OLMoE-1B-7B and gpt-oss-20b); the first two each as
   - GGUF at q8_0 and q4_0, with llama.cpp's names and metadata (Mixtral as the
     `llama` arch with stacked experts and permuted q/k rows, OLMoE as `olmoe`)
     and a SentencePiece-style vocabulary llama.cpp accepts, written with the
@@ -8,6 +8,8 @@ Two shapes (a small Mixtral and OLMoE-1B-7B), each as
   - Colibri-native .colibri at q8_0 and q4_0 (the same quantized bytes);
   - a Hugging Face directory in bf16 (for transformers, and Colibri's own
     safetensors path), only where asked for.
+gpt-oss-20b as GGUF only (llama.cpp's `gpt-oss` names and metadata), its experts
+MXFP4 and its other matrices Q8_0, as llama.cpp's MXFP4_MOE files are (12 GB).
 Every file of a shape holds the same weights: each matrix row is a row of a
 seeded random pool (per row width), picked by a hash of the tensor's Hugging
 Face name, so no file needs the others and quantizing is done once per pool.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
 from colibri.convert import F32_KINDS
@@ -35,13 +37,22 @@ SHAPES = {
     "olmoe-1b-7b": ("olmoe", dict(vocab_size=50304, hidden_size=2048, intermediate_size=1024,
                                   num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
                                   num_experts=64, num_experts_per_tok=8)),
+    # gpt-oss-20b: 24 layers alternating 128-token windows and full attention, 32 experts, top-4, YaRN
+    "gpt-oss-20b": ("gpt_oss", dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880,
+                                    num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8,
+                                    head_dim=64, num_local_experts=32, num_experts_per_tok=4, sliding_window=128)),
 }
+# The files each shape is measured in (default: GGUF and .colibri at q8_0 and q4_0). gpt-oss is
+# measured as it ships: MXFP4 experts, the other matrices at Q8_0 (GGUF only: .colibri cannot hold
+# gpt-oss's attention and MLP variants yet).
+FILES = {"gpt-oss-20b": ("gguf-mxfp4",)}
 COMMON = dict(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
               bos_token_id=1, eos_token_id=2)
-CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig"}
-QTYPES = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0}
+CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig", "gpt_oss": "GptOssConfig"}
+QTYPES = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "mxfp4": GGMLQuantizationType.MXFP4}
 COLIBRI_DTYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
-GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe"}
+GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss"}
+FILE_TYPE = {"q8_0": 7, "q4_0": 2, "mxfp4": 38}   # llama_ftype: MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_MXFP4_MOE
 # llama.cpp tensor names by Colibri tensor kind ({l}: layer; expert kinds name the stacked tensor)
 GGUF_NAMES = {
     "TOKEN_EMBD": "token_embd.weight", "OUTPUT_NORM": "output_norm.weight", "OUTPUT": "output.weight",
@@ -51,6 +62,14 @@ GGUF_NAMES = {
     "FFN_NORM": "blk.{l}.ffn_norm.weight", "ROUTER": "blk.{l}.ffn_gate_inp.weight",
     "EXPERT_GATE": "blk.{l}.ffn_gate_exps.weight", "EXPERT_UP": "blk.{l}.ffn_up_exps.weight",
     "EXPERT_DOWN": "blk.{l}.ffn_down_exps.weight",
+}
+# where an architecture's names differ (llama.cpp's gpt-oss: the FFN norm is post_attention_norm)
+GGUF_NAMES_BY_ARCH = {
+    "gpt-oss": {"FFN_NORM": "blk.{l}.post_attention_norm.weight", "ATTN_SINKS": "blk.{l}.attn_sinks.weight",
+                "BQ": "blk.{l}.attn_q.bias", "BK": "blk.{l}.attn_k.bias", "BV": "blk.{l}.attn_v.bias",
+                "BO": "blk.{l}.attn_output.bias", "ROUTER_BIAS": "blk.{l}.ffn_gate_inp.bias",
+                "EXPERT_GATE_BIAS": "blk.{l}.ffn_gate_exps.bias", "EXPERT_UP_BIAS": "blk.{l}.ffn_up_exps.bias",
+                "EXPERT_DOWN_BIAS": "blk.{l}.ffn_down_exps.bias"},
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 POOL_ROWS = 2048
@@ -98,6 +117,8 @@ class Weights:
         """The tensor of `slot` as float32 [rows, cols] (1-D tensors: [n])."""
         if slot.kind in NORM_KINDS:
             return np.ones(slot.shape, dtype=np.float32)
+        if len(slot.shape) == 1:   # biases, sinks: one pool row
+            return self._pool(slot.shape[0])[self._rows(slot.name, 1)[0]]
         rows, cols = slot.shape
         return self._pool(cols)[self._rows(slot.name, rows)]
 
@@ -110,9 +131,21 @@ class Weights:
         return self._quant[key][self._rows(slot.name, rows)]
 
 
+VECTOR_KINDS = frozenset({"EXPERT_GATE_BIAS", "EXPERT_UP_BIAS", "EXPERT_DOWN_BIAS"})   # 2-D, read as rows
+
+
 def stored_as_f32(slot) -> bool:
-    """Norms and routers stay f32 in every file, as llama.cpp's converter and `colibri convert` keep them."""
-    return len(slot.shape) == 1 or slot.kind in F32_KINDS
+    """Norms, biases and routers stay f32 in every file, as llama.cpp's converter and `colibri convert`
+    keep them."""
+    return len(slot.shape) == 1 or slot.kind in F32_KINDS or slot.kind in VECTOR_KINDS
+
+
+def stored_type(slot, qtype: str) -> str:
+    """The block type of a quantized slot: MXFP4 only for routed experts (the rest Q8_0, as
+    llama.cpp's MXFP4_MOE file type), else qtype."""
+    if qtype == "mxfp4":
+        return "mxfp4" if slot.kind in EXPERT_KINDS else "q8_0"
+    return qtype
 
 
 # ---- Hugging Face directory (bf16) ----------------------------------------------------
@@ -150,21 +183,23 @@ def _permute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
 def _gguf_tensors(s: Shape, weights: Weights, qtype: str):
     """(name, uint8-or-f32 array, ggml type) of every GGUF tensor, in file order."""
     c, arch = s.config, GGUF_ARCH[s.model_type]
+    names = {**GGUF_NAMES, **GGUF_NAMES_BY_ARCH.get(arch, {})}
     by_key = {(slot.kind, slot.layer, slot.expert): slot for slot in s.slots}
     for slot in s.slots:
         if slot.expert > 0:
             continue
-        name = GGUF_NAMES[slot.kind].format(l=slot.layer)
+        name = names[slot.kind].format(l=slot.layer)
         members = ([by_key[(slot.kind, slot.layer, e)] for e in range(c.num_experts)]
                    if slot.kind in EXPERT_KINDS else [slot])
         if stored_as_f32(slot):
             yield name, weights.f32(slot), GGMLQuantizationType.F32
             continue
-        data = np.stack([weights.quantized(m, qtype) for m in members]) if len(members) > 1 \
-            else weights.quantized(slot, qtype)
+        stored = stored_type(slot, qtype)
+        data = np.stack([weights.quantized(m, stored) for m in members]) if len(members) > 1 \
+            else weights.quantized(slot, stored)
         if arch == "llama" and slot.kind in ("WQ", "WK"):
             data = _permute_rows(data, c.num_heads if slot.kind == "WQ" else c.num_kv_heads)
-        yield name, data, QTYPES[qtype]
+        yield name, data, QTYPES[stored]
 
 
 def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
@@ -178,15 +213,24 @@ def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
     w.add_feed_forward_length(c.expert_intermediate_size)
     w.add_head_count(c.num_heads)
     w.add_head_count_kv(c.num_kv_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
     w.add_rope_dimension_count(c.head_dim)
     w.add_rope_freq_base(float(s.hf_config.rope_parameters["rope_theta"]))
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_expert_count(c.num_experts)
     w.add_expert_used_count(c.top_k)
     w.add_vocab_size(c.vocab_size)
-    w.add_file_type({"q8_0": 7, "q4_0": 2}[qtype])
+    w.add_file_type(FILE_TYPE[qtype])
     if s.model_type == "olmoe" and c.router_renormalize:
         w.add_bool("olmoe.expert_weights_norm", True)
+    if s.model_type == "gpt_oss":
+        rope = s.hf_config.rope_parameters
+        w.add_expert_feed_forward_length(c.expert_intermediate_size)
+        w.add_sliding_window(c.sliding_window)
+        w.add_rope_scaling_type(RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     tokens, scores, types = _vocabulary(c.vocab_size)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
@@ -226,10 +270,10 @@ def ensure(root: Path, shape_name: str, *, hf: bool, log=print) -> dict[str, Pat
     root.mkdir(parents=True, exist_ok=True)
     s, weights = shape(shape_name), Weights()
     paths = {}
-    for qtype in QTYPES:
-        paths[f"gguf-{qtype}"] = root / f"{shape_name}-{qtype}.gguf"
-        paths[f"colibri-{qtype}"] = root / f"{shape_name}-{qtype}.colibri"
-    if hf:
+    for key in FILES.get(shape_name, ("gguf-q8_0", "gguf-q4_0", "colibri-q8_0", "colibri-q4_0")):
+        kind, qtype = key.split("-")
+        paths[key] = root / f"{shape_name}-{qtype}.{kind}"
+    if hf and shape_name not in FILES:
         paths["hf-bf16"] = root / f"{shape_name}-hf-bf16"
     for key, path in paths.items():
         if path.exists():

@@ -194,14 +194,15 @@ class _Profiler:
 # ---- the benchmark -------------------------------------------------------------
 def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> int:
     """The KV cache bytes a decode step reads, averaged over gen_tokens steps after a
-    prompt_tokens prompt: step i attends prompt + i + 1 positions (at most the sliding
-    window), each holding K and V of every layer in kv_type."""
+    prompt_tokens prompt: step i attends, in each layer, prompt + i + 1 positions (at most
+    that layer's sliding window), each holding the layer's K and V in kv_type."""
     from .summary import kv_bytes_per_position
 
-    per_position = kv_bytes_per_position(config, kv_type)
-    window = config.sliding_window or prompt_tokens + gen_tokens
-    attended = sum(min(prompt_tokens + i + 1, window) for i in range(gen_tokens))
-    return round(per_position * attended / gen_tokens)
+    per_layer_position = kv_bytes_per_position(config, kv_type) / config.num_layers
+    windows = config.layer_windows or (config.sliding_window,) * config.num_layers   # 0: full attention
+    attended = sum(min(prompt_tokens + i + 1, w or prompt_tokens + gen_tokens)
+                   for w in windows for i in range(gen_tokens))
+    return round(per_layer_position * attended / gen_tokens)
 
 
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,

@@ -21,6 +21,27 @@ def _permute_for_interleaved_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, 2, rows // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _add_byte_level_vocab(w: GGUFWriter, tokenizer) -> None:
+    """tokens, types and merges of harmony's byte-level BPE (tests/harmony.py) as llama.cpp's converter
+    writes gpt-oss's: model gpt2, pre-tokenizer gpt-4o, added special tokens as control tokens,
+    <|return|> the EOS, <|endoftext|> BOS and padding, no BOS added."""
+    import json
+
+    model = json.loads(tokenizer.to_str())["model"]
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-4o")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in model["merges"]])
+    w.add_eos_token_id(vocab["<|return|>"])
+    w.add_pad_token_id(vocab["<|endoftext|>"])
+    w.add_bos_token_id(vocab["<|endoftext|>"])
+    w.add_add_bos_token(False)
+
+
 def _put(w: GGUFWriter, name: str, array: np.ndarray, qtype: str) -> None:
     """A tensor at qtype where its rows are a multiple of 32 wide (and it is a matrix), else F32."""
     kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
@@ -48,36 +69,39 @@ def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     put = lambda name, array: _put(w, name, array, qtype)   # noqa: E731
+    put_f32 = lambda name, array: _put(w, name, array, "f32")   # noqa: E731  (norms, biases, sinks, router)
     put("token_embd.weight", sd["model.embed_tokens.weight"])
-    put("output_norm.weight", sd["model.norm.weight"])
+    put_f32("output_norm.weight", sd["model.norm.weight"])
     if not cfg.tie_word_embeddings:
         put("output.weight", sd["lm_head.weight"])
     for l in range(cfg.num_hidden_layers):
         p, b = f"model.layers.{l}.", f"blk.{l}."
-        put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
+        put_f32(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
         for proj, gguf_name in (("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"), ("o", "attn_output")):
             put(b + gguf_name + ".weight", sd[p + f"self_attn.{proj}_proj.weight"])
-            put(b + gguf_name + ".bias", sd[p + f"self_attn.{proj}_proj.bias"])
-        put(b + "attn_sinks.weight", sd[p + "self_attn.sinks"])
-        put(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"])
-        put(b + "ffn_gate_inp.weight", sd[p + "mlp.router.weight"])
-        put(b + "ffn_gate_inp.bias", sd[p + "mlp.router.bias"])
+            put_f32(b + gguf_name + ".bias", sd[p + f"self_attn.{proj}_proj.bias"])
+        put_f32(b + "attn_sinks.weight", sd[p + "self_attn.sinks"])
+        put_f32(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        put_f32(b + "ffn_gate_inp.weight", sd[p + "mlp.router.weight"])
+        put_f32(b + "ffn_gate_inp.bias", sd[p + "mlp.router.bias"])
         gate_up = sd[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)   # [E, 2F, D]
         gate_up_bias = sd[p + "mlp.experts.gate_up_proj_bias"]             # [E, 2F]
         put(b + "ffn_gate_exps.weight", gate_up[:, 0::2])
         put(b + "ffn_up_exps.weight", gate_up[:, 1::2])
-        put(b + "ffn_gate_exps.bias", gate_up_bias[:, 0::2])
-        put(b + "ffn_up_exps.bias", gate_up_bias[:, 1::2])
+        put_f32(b + "ffn_gate_exps.bias", gate_up_bias[:, 0::2])
+        put_f32(b + "ffn_up_exps.bias", gate_up_bias[:, 1::2])
         put(b + "ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].transpose(0, 2, 1))   # [E, D, F]
-        put(b + "ffn_down_exps.bias", sd[p + "mlp.experts.down_proj_bias"])
+        put_f32(b + "ffn_down_exps.bias", sd[p + "mlp.experts.down_proj_bias"])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
-    """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output."""
+def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None) -> None:
+    """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output;
+    tokenizer: harmony's `tokenizers.Tokenizer` (tests/harmony.py) to write as gpt-oss's vocabulary,
+    or None for none."""
     from safetensors.numpy import load_file
 
     cfg = model.config
@@ -96,6 +120,8 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32") -> None:
     w.add_value_length(head_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    if tokenizer is not None:
+        _add_byte_level_vocab(w, tokenizer)
     experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or 0
     if model_type == "gpt_oss":
         _export_gpt_oss(w, cfg, sd, qtype)

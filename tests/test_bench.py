@@ -97,11 +97,13 @@ def test_kv_read_bytes_counts_the_sliding_window():
 
     from colibri.bench import kv_read_bytes
 
-    c = SimpleNamespace(num_layers=2, num_kv_heads=3, head_dim=8, sliding_window=0)
+    c = SimpleNamespace(num_layers=2, num_kv_heads=3, head_dim=8, sliding_window=0, layer_windows=())
     per_position = 2 * 2 * 3 * 8 * 2   # K and V, f16
     assert kv_read_bytes(c, "f16", 4, 2) == per_position * (5 + 6) // 2
     c.sliding_window = 5   # steps at positions 4 and 5 attend 5 positions each
     assert kv_read_bytes(c, "f16", 4, 2) == per_position * 5
+    c.layer_windows = (3, 0)   # layer 0 attends 3 positions, layer 1 everything (5, then 6)
+    assert kv_read_bytes(c, "f16", 4, 2) == per_position // 2 * (3 + 3 + 5 + 6) // 2
 
 
 def _thp_available() -> bool:
