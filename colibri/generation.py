@@ -27,7 +27,26 @@ class Piece:
     finish_reason: str | None = None   # set on the last piece
 
 
-def _stop_list(stop: str | Sequence[str] | None) -> list[str]:
+def sampling_params(model, seed: int | None = None, **given) -> SamplingParams:
+    """SamplingParams from the values given (None: not given), then the model's
+    generation_config.json, then BUILTIN_DEFAULTS; ValueError naming a field out of range."""
+    settings = dict(BUILTIN_DEFAULTS)
+    settings.update(load_generation_defaults(model.generation_config))
+    settings.update({name: value for name, value in given.items() if value is not None})
+    params = SamplingParams(seed=seed, **settings)
+    params.validate()
+    return params
+
+
+def eos_ids(model) -> frozenset[int]:
+    """Token ids that end a generation: the config's and the tokenizer's end-of-sequence ids."""
+    eos = set(model.config.eos_token_ids)
+    if model.tokenizer is not None:
+        eos |= set(model.tokenizer.eos_ids)
+    return frozenset(eos)
+
+
+def stop_list(stop: str | Sequence[str] | None) -> list[str]:
     if stop is None:
         return []
     stops = [stop] if isinstance(stop, str) else list(stop)
@@ -45,6 +64,43 @@ def _held_back(text: str, stops: list[str]) -> int:
                 longest = max(longest, n)
                 break
     return longest
+
+
+def _first_stop(text: str, stops: list[str]) -> int:
+    """Index of the earliest stop string in `text`, -1 if none."""
+    return min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+
+
+class TextStream:
+    """The text of generated tokens as it becomes final, cut before the first stop string.
+
+    push(token) returns (text, stopped): the text the token completes, less any tail that
+    could still begin a stop string (held back until it cannot); stopped once a stop
+    string appeared (the text ends before it). finish() returns what is held back, cut the
+    same way. Concatenated, the pieces are the decoded text up to the first stop string.
+    """
+
+    def __init__(self, tokenizer, stops: list[str]):
+        self._decoder = tokenizer.stream() if tokenizer is not None else None
+        self._stops = stops
+        self._pending = ""          # decoded text not yet returned (may start a stop string)
+
+    def push(self, token: int) -> tuple[str, bool]:
+        self._pending += self._decoder.push(token) if self._decoder else ""
+        return self._cut(held_back=True)
+
+    def finish(self) -> tuple[str, bool]:
+        self._pending += self._decoder.flush() if self._decoder else ""
+        return self._cut(held_back=False)
+
+    def _cut(self, held_back: bool) -> tuple[str, bool]:
+        hit = _first_stop(self._pending, self._stops)
+        if hit >= 0:
+            text, self._pending = self._pending[:hit], ""
+            return text, True
+        emit = len(self._pending) - (_held_back(self._pending, self._stops) if held_back else 0)
+        text, self._pending = self._pending[:emit], self._pending[emit:]
+        return text, False
 
 
 @dataclass
@@ -66,27 +122,16 @@ class Generation:
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 0:
             raise ValueError(f"max_tokens must be a non-negative integer, got {self.max_tokens!r}")
-        self.stops = _stop_list(self.stop)
-        tok = self.model.tokenizer
+        self.stops = stop_list(self.stop)
         if isinstance(self.prompt, str):
             self.prompt_ids = self.model._require_tokenizer().encode(self.prompt)
         else:
             self.prompt_ids = [int(t) for t in self.prompt]
         if not self.prompt_ids:
             raise ValueError("the prompt is empty")
-        settings = dict(BUILTIN_DEFAULTS)
-        settings.update(load_generation_defaults(self.model.generation_config))
-        for name in BUILTIN_DEFAULTS:
-            value = getattr(self, name)
-            if value is not None:
-                settings[name] = value
-        params = SamplingParams(seed=self.seed, **settings)
-        params.validate()
-        self.sampler = Sampler(params)
-        eos = set(self.model.config.eos_token_ids)
-        if tok is not None:
-            eos |= set(tok.eos_ids)
-        self.eos_ids = frozenset(eos)
+        given = {name: getattr(self, name) for name in BUILTIN_DEFAULTS}
+        self.sampler = Sampler(sampling_params(self.model, seed=self.seed, **given))
+        self.eos_ids = eos_ids(self.model)
 
     def _prefill(self) -> np.ndarray:
         """Run the prompt through sequence 0; logits [V] of its last token.
@@ -124,10 +169,8 @@ class Generation:
 
     def pieces(self) -> Iterator[Piece]:
         """Generate, yielding text as it completes; the last piece carries finish_reason."""
-        tok = self.model.tokenizer
-        decoder = tok.stream() if tok is not None else None
+        text_out = TextStream(self.model.tokenizer, self.stops)
         history = list(self.prompt_ids)
-        pending = ""        # decoded text not yet emitted (may start a stop string)
         finish = "length"
         if self.max_tokens == 0:
             yield Piece("", None, finish)
@@ -139,22 +182,16 @@ class Generation:
                 finish = "stop"
                 break
             history.append(token)
-            pending += decoder.push(token) if decoder else ""
-            hit = min((i for i in (pending.find(s) for s in self.stops) if i >= 0), default=-1)
-            if hit >= 0:
-                yield Piece(pending[:hit], token, "stop")
+            text, stopped = text_out.push(token)
+            if stopped:
+                yield Piece(text, token, "stop")
                 return
-            emit = len(pending) - _held_back(pending, self.stops)
-            yield Piece(pending[:emit], token)
-            pending = pending[emit:]
+            yield Piece(text, token)
             if produced + 1 == self.max_tokens or len(self.model._seq0_tokens) >= self.model.n_ctx:
                 break
             logits = self._decode_step(token)
-        tail = pending + (decoder.flush() if decoder else "")
-        hit = min((i for i in (tail.find(s) for s in self.stops) if i >= 0), default=-1)
-        if hit >= 0:
-            tail, finish = tail[:hit], "stop"
-        yield Piece(tail, None, finish)
+        tail, stopped = text_out.finish()
+        yield Piece(tail, None, "stop" if stopped else finish)
 
     def complete(self) -> Completion:
         texts, tokens, finish = [], [], "length"

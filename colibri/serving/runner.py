@@ -1,0 +1,65 @@
+"""Runs one planned step on the model's context: one colibri_forward call over the batch."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _native
+from .scheduler import Work
+
+
+@dataclass
+class StepResult:
+    logits: np.ndarray          # [n_wanted, V] float32: rows of the works that want logits, in plan order
+    experts: np.ndarray | None  # [n_moe_layers, n_wanted, k] int32: their routing (None: no MoE layer)
+    gates: np.ndarray | None    # [n_moe_layers, n_wanted, k] float32
+    expert_tokens: np.ndarray | None   # [n_moe_layers, E] int64: tokens each expert took this step
+    n_tokens: int
+
+
+class Runner:
+    """Owns the step's buffers (sized once) and calls the C core."""
+
+    def __init__(self, model):
+        c = model.config
+        self._model = model
+        ctx = model._context()
+        self.n_batch, self.n_seq = ctx.n_batch, ctx.n_seq
+        self.vocab = c.vocab_size
+        self.moe_layers = np.asarray(c.moe_layers, dtype=np.int64)                # [n_moe]
+        self.top_k = c.top_k if len(self.moe_layers) else 0
+        self.n_expert = c.num_experts if len(self.moe_layers) else 0
+        self.n_layer = c.num_layers
+        self._logits = np.empty(self.n_seq * self.vocab, dtype=np.float32)        # [n_seq * V]
+        route_size = self.n_layer * self.n_batch * self.top_k
+        self._experts = np.zeros(route_size, dtype=np.int32)                      # [L * n_batch * k]
+        self._gates = np.zeros(route_size, dtype=np.float32)                      # [L * n_batch * k]
+
+    def run(self, plan: list[Work]) -> StepResult:
+        """Feed every work's tokens; logits and routing of the tokens whose logits are wanted."""
+        tokens = np.concatenate([np.asarray(w.seq.tokens[w.start:w.end], dtype=np.int32) for w in plan])  # [T]
+        positions = np.concatenate([np.arange(w.start, w.end, dtype=np.int32) for w in plan])            # [T]
+        seqs = np.concatenate([np.full(w.end - w.start, w.seq.slot, dtype=np.int32) for w in plan])      # [T]
+        want = np.zeros(len(tokens), dtype=np.int8)                                                       # [T]
+        ends = np.cumsum([w.end - w.start for w in plan]) - 1
+        wanted_rows = [int(ends[i]) for i, w in enumerate(plan) if w.wants_logits]
+        want[wanted_rows] = 1
+        n_tokens, n_wanted = len(tokens), len(wanted_rows)
+        logits = self._logits[:n_wanted * self.vocab].reshape(n_wanted, self.vocab)   # [n_wanted, V]
+        out = _native.Outputs(logits=_native.as_ptr(logits, ctypes.c_float))
+        experts = gates = None
+        if self.top_k:
+            experts = self._experts[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
+            gates = self._gates[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
+            out.experts = _native.as_ptr(experts, ctypes.c_int32)
+            out.gates = _native.as_ptr(gates, ctypes.c_float)
+        self._model._context().forward(tokens, positions, seqs, want, out)
+        if not self.top_k:
+            return StepResult(logits, None, None, None, n_tokens)
+        moe_experts = experts[self.moe_layers]                                    # [n_moe, T, k]
+        offsets = (np.arange(len(self.moe_layers), dtype=np.int64) * self.n_expert)[:, None, None]
+        counts = np.bincount((moe_experts + offsets).ravel(), minlength=len(self.moe_layers) * self.n_expert)
+        return StepResult(logits, moe_experts[:, wanted_rows].copy(), gates[self.moe_layers][:, wanted_rows].copy(),
+                          counts.reshape(len(self.moe_layers), self.n_expert), n_tokens)
