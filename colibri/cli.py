@@ -1,4 +1,4 @@
-"""The `colibri` command: run, route, inspect, check, convert, bench.
+"""The `colibri` command: run, serve, route, inspect, check, convert, bench.
 
 Flag names follow llama-cli where they overlap. Bad input prints one line on
 stderr and exits 2 (a failed check or an --expected-experts mismatch exits 1);
@@ -229,6 +229,59 @@ def cmd_bench(args) -> int:
     return 0
 
 
+# ---- serve ------------------------------------------------------------------
+def cmd_serve(args) -> int:
+    import os
+
+    try:
+        from .server import ServerConfig, serve
+    except ImportError as exc:
+        raise UsageError(f"colibri serve needs {exc.name}: pip install --force-reinstall colibri-moe") from None
+    path = Path(args.model) if args.model else _demo_model_path()
+    name = args.model_name or ("colibri-demo" if not args.model else (path.stem if path.is_file() else path.name))
+    config = ServerConfig(model=path, model_name=name, parallel=args.parallel, n_ctx=args.ctx_size,
+                          threads=args.threads, kv_type=args.kv_type,
+                          api_key=args.api_key or os.environ.get("COLIBRI_API_KEY") or None,
+                          max_queue=args.max_queue, timeout=args.timeout, max_tokens=args.max_tokens,
+                          max_body=args.max_body, batch=args.batch, prefill_chunk=args.prefill_chunk)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _serve_parser(sub) -> None:
+    serve = sub.add_parser("serve", help="OpenAI-compatible HTTP server with a chat page (docs/SERVER.md)")
+    serve.add_argument("model", nargs="?", help="model directory or file (default: the bundled demo model)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("-np", "--parallel", type=_positive_int, default=4, help="slots: sequences generated at once")
+    serve.add_argument("-c", "--ctx-size", type=_positive_int, default=None,
+                       help="positions per slot (default: the model's, at most 4096)")
+    serve.add_argument("-t", "--threads", type=_positive_int, default=None)
+    serve.add_argument("--kv-type", choices=KV_TYPES, default="f32", help="KV cache element type")
+    serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY (or set COLIBRI_API_KEY)")
+    serve.add_argument("--max-queue", type=_positive_int, default=64, help="sequences waiting for a slot (then 429)")
+    serve.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per request, queueing included")
+    serve.add_argument("--max-tokens", type=_positive_int, default=None,
+                       help="cap on a request's max_tokens (default: the context length)")
+    serve.add_argument("--max-body", type=_positive_int, default=1 << 20, help="request body limit in bytes (then 413)")
+    serve.add_argument("--batch", type=_positive_int, default=256, help="most tokens in one forward step")
+    serve.add_argument("--prefill-chunk", type=_positive_int, default=64,
+                       help="most prompt tokens per step while other sequences decode")
+    serve.add_argument("--model-name", default=None, help="the model id clients use (default: from the path)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    serve.set_defaults(func=cmd_serve)
+
+
 # ---- entry point ------------------------------------------------------------
 def _sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temp", type=float, default=None, help="temperature (0 = greedy)")
@@ -255,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", help="system message for interactive chat")
     _sampling_flags(run)
     run.set_defaults(func=cmd_run)
+
+    _serve_parser(sub)
 
     route = sub.add_parser("route", help="show router logits, experts and gates per token")
     route.add_argument("model")

@@ -109,7 +109,7 @@ class Engine:
         params.validate()
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        ids = self._checked_prompt(prompt)
+        ids = self.check_prompt(prompt)
         sampling = [sampling_params(self.model, seed=None if params.seed is None else params.seed + i,
                                     temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
                                     min_p=params.min_p, repetition_penalty=params.repetition_penalty)
@@ -137,7 +137,8 @@ class Engine:
                 seq.cancelled = True      # the stepping thread ends it at its next step
             self._cond.notify()
 
-    def _checked_prompt(self, prompt: Seq[int]) -> list[int]:
+    def check_prompt(self, prompt: Seq[int]) -> list[int]:
+        """The prompt as a list of ids; ValueError if empty, out of the vocabulary or too long."""
         vocab = self.model.config.vocab_size
         ids = [int(t) for t in prompt]
         if not ids:
