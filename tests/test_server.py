@@ -484,3 +484,51 @@ def test_a_model_that_cannot_load_stops_the_server_with_one_line(tmp_path):
         s.stop()
     assert "colibri: error:" in s.log() and "Traceback" not in s.log()
 
+
+
+# ---- the chat page in a browser ------------------------------------------------------------------------------
+def _chromium() -> str | None:
+    import shutil
+
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def test_chat_page_streams_an_answer_and_draws_the_heatmap(server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no Chromium here (apt-get install chromium; .ci/run installs it)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 700})
+            page.goto(server.url + "/")
+            page.wait_for_selector("#status.bad")                 # the key is missing: /v1/models said 401
+            page.fill("#api_key", KEY)
+            page.dispatch_event("#api_key", "change")
+            page.wait_for_selector("#status.ok")
+            page.fill("#seed", "3")
+            page.fill("#max_tokens", "24")
+            page.fill("#input", "Who was Moses?")
+            page.press("#input", "Enter")
+            page.wait_for_function("document.getElementById('send').disabled === false && "
+                                   "document.querySelector('.msg.assistant') !== null", timeout=60000)
+            page.screenshot(path=str(tmp_path / "page.png"))
+            answer = page.inner_text(".msg.assistant")
+            drawn = int(page.get_attribute("#heatmap", "data-tokens"))
+            counts = page.evaluate("state.counts.map((row) => Array.from(row))")
+            colours = page.evaluate("""() => { const c = document.getElementById('heatmap');
+                const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                const seen = new Set(); for (let i = 0; i < d.length; i += 4) seen.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);
+                return seen.size; }""")
+        finally:
+            browser.close()
+    status, _, body = post(server, CHAT, {"messages": [{"role": "user", "content": "Who was Moses?"}], "seed": 3,
+                                          "max_tokens": 24, "temperature": 0.8, "top_p": 1, "top_k": 0,
+                                          "colibri": {"routes": True}})
+    assert status == 200
+    assert answer == body["choices"][0]["message"]["content"]       # the page streamed the same answer
+    tokens = len(body["choices"][0]["colibri"]["routes"])
+    assert drawn == tokens >= 1
+    assert [sum(row) for row in counts] == [tokens * 2] * 4        # top-2 experts per token in each layer
+    assert colours > 4                                              # cells shaded by their share

@@ -14,13 +14,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from .. import __version__
@@ -32,6 +34,7 @@ from .metrics import EngineCollector, Metrics
 from .openai_format import ChatFormat, ChoiceState, CompletionFormat, Format
 
 log = logging.getLogger("colibri.server")
+STATIC = Path(str(resources.files("colibri.server") / "static"))
 
 
 @dataclass
@@ -424,6 +427,12 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
         """Prometheus metrics (vLLM's names, plus colibri:*)."""
         body = await anyio.to_thread.run_sync(state.metrics.exposition)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page():
+        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def openapi():
         if app.openapi_schema is None:
