@@ -14,6 +14,8 @@ and ``chat_templates/*.jinja`` before ``tokenizer_config.json``'s ``chat_templat
 """
 from __future__ import annotations
 
+import itertools
+
 import json
 import operator
 from pathlib import Path
@@ -158,16 +160,22 @@ class Tokenizer:
         return _token_id_or_fail(self.backend, token, name)
 
     def _stream_anchor(self) -> list[int]:
-        """``[id]`` of a plain one-character token whose text prefixes any decode it starts, else ``[]``."""
+        """``[id]`` of a plain token whose text prefixes any decode it starts, else ``[]``: a
+        one-character token where the vocabulary has one, else (vocabularies of words and byte
+        tokens only) the first plain multi-character token that behaves so. Byte tokens
+        (<0xXX>) never anchor: byte fallback would fuse them with the bytes that follow."""
         if self._anchor_ids is None:
-            self._anchor_ids = []
             special = set(self.backend.get_added_tokens_decoder())
-            for char in "aeiostnrxzAEOX0123456789":
-                token_id = self.backend.token_to_id(char)
+            chars = ((self.backend.token_to_id(char), char) for char in "aeiostnrxzAEOX0123456789")
+            vocab = self.backend.get_vocab()
+            plain = ((i, None) for i, t in sorted((i, t) for t, i in vocab.items()) if not t.startswith("<0x"))
+            self._anchor_ids = []
+            for token_id, char in itertools.chain(chars, itertools.islice(plain, 4096)):
                 if token_id is None or token_id in special:
                     continue
                 one, two = (self.backend.decode([token_id] * n) for n in (1, 2))
-                if one == char and two.startswith(char) and len(two) > 1:
+                if (one == char if char else one and "\ufffd" not in one) \
+                        and two.startswith(one) and len(two) > len(one):
                     self._anchor_ids = [token_id]
                     break
         return self._anchor_ids

@@ -331,3 +331,35 @@ def test_missing_or_broken_files_are_model_errors(tmp_path, dirs):
     (tmp_path / "generation_config.json").write_text('{"eos_token_id": "2"}')
     with pytest.raises(ModelError, match=r"generation_config\.json: eos_token_id must be"):
         Tokenizer.from_dir(tmp_path)
+
+
+def test_stream_of_a_words_and_bytes_vocabulary_decodes_small_windows(monkeypatch):
+    """A SentencePiece vocabulary with no one-character token (words and <0xXX> bytes only, as
+    the benchmark GGUF files have): a word token anchors the window, so each push decodes a few
+    tokens, not the whole stream, and the text still equals decode's."""
+    from colibri.formats.gguf_tokenizer import tokenizer_from_gguf
+
+    n = 1200
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581w{i}" for i in range(n - len(tokens))]
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": [0.0] * 259 + [-float(i) for i in range(n - 259)],
+            "tokenizer.ggml.token_type": [2, 3, 3] + [6] * 256 + [1] * (n - 259),
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+            "tokenizer.ggml.unknown_token_id": 0}
+    tok = tokenizer_from_gguf(meta, source="words-and-bytes")
+    assert tok._stream_anchor() == [259]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(259, n, 400).tolist() + tok.encode("Héllo wörld 😀 ✓", add_special_tokens=False)
+    window_sizes = []
+    real_decode = type(tok).decode
+
+    def counting_decode(self, token_ids, skip_special_tokens=False):
+        window_sizes.append(len(token_ids))
+        return real_decode(self, token_ids, skip_special_tokens)
+
+    monkeypatch.setattr(type(tok), "decode", counting_decode)
+    pieces, rest = _streamed(tok, ids)
+    monkeypatch.undo()
+    assert "".join(pieces) + rest == tok.decode(ids)
+    assert max(window_sizes) <= 8
