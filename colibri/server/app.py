@@ -319,10 +319,20 @@ GEN_RESPONSES = {**ERROR_RESPONSES,
                  504: {"model": P.ErrorResponse, "description": "The request exceeded the server's timeout"}}
 
 
-def _sse_response(model) -> dict:
-    return {"model": model, "description": "The completion; with stream: true, server-sent events (data: "
-            "<chunk JSON> lines, the last data: [DONE])",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+def _sse_response(model, chunk_model) -> dict:
+    return {"model": model, "description": "The completion; with stream: true, server-sent events: one `data:` "
+            "line per chunk (the chunk's JSON, or an error object), the last `data: [DONE]`",
+            "content": {"text/event-stream": {"itemSchema": {"$ref": f"#/components/schemas/{chunk_model.__name__}Event"}}}}
+
+
+def _sse_event_schema(chunk_model: str) -> dict:
+    """One server-sent event: its data is a chunk's JSON, an error's JSON, or [DONE] (OpenAPI 3.2's itemSchema)."""
+    json_data = {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"anyOf": [{"$ref": f"#/components/schemas/{chunk_model}"},
+                                             {"$ref": "#/components/schemas/ErrorResponse"}]}}
+    return {"type": "object", "required": ["data"],
+            "properties": {"data": {"anyOf": [{"const": "[DONE]"}, json_data]}, "event": {"type": "string"},
+                           "id": {"type": "string"}, "retry": {"type": "integer"}}}
 
 
 def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
@@ -349,7 +359,7 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
     app.add_middleware(RequestLog)
 
     @app.post("/v1/chat/completions", response_model=P.ChatCompletion, tags=["openai"],
-              responses={200: _sse_response(P.ChatCompletion), **GEN_RESPONSES})
+              responses={200: _sse_response(P.ChatCompletion, P.ChatCompletionChunk), **GEN_RESPONSES})
     async def chat_completions(body: P.ChatCompletionRequest, request: Request):
         """A chat reply, rendered with the model's chat template."""
         state.require_engine()
@@ -362,7 +372,7 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
         return await _generate(state, request, body, [ids], params, fmt)
 
     @app.post("/v1/completions", response_model=P.Completion, tags=["openai"],
-              responses={200: _sse_response(P.Completion), **GEN_RESPONSES})
+              responses={200: _sse_response(P.Completion, P.Completion), **GEN_RESPONSES})
     async def completions(body: P.CompletionRequest, request: Request):
         """Continue a prompt (text, token ids, or several of either)."""
         state.require_engine()
@@ -393,7 +403,7 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
         """Token ids of a text or of a conversation rendered with the chat template."""
         state.require_engine()
         state.check_model(body.model)
-        if body.messages is not None:
+        if isinstance(body, P.TokenizeChat):
             ids = await anyio.to_thread.run_sync(_render_chat, state.model, _messages(body.messages),
                                                  body.add_generation_prompt)
         else:
@@ -435,17 +445,57 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def openapi():
-        if app.openapi_schema is None:
-            app.openapi_schema = _openapi_schema(app, config)
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = _openapi_schema(app, config, state.model if state.ready.is_set() else None)
+        if state.ready.is_set():   # the model's bounds are in: keep it
+            app.openapi_schema = schema
+        return schema
 
     app.openapi = openapi
     return app
 
 
-def _openapi_schema(app: FastAPI, config: ServerConfig) -> dict:
+def _integers(node: dict) -> list[dict]:
+    """The integer schemas a property's schema allows (itself, or members of its anyOf)."""
+    return [n for n in node.get("anyOf", [node]) if n.get("type") == "integer"]
+
+
+def _token_lists(node: dict, depth: int) -> list[dict]:
+    """The schemas of lists of token ids `depth` levels deep among a property's alternatives."""
+    found = []
+    for n in node.get("anyOf", [node]):
+        inner, ok = n, True
+        for _ in range(depth):
+            ok = ok and inner.get("type") == "array"
+            inner = inner.get("items", {}) if ok else {}
+        if ok and inner.get("type") == "integer":
+            found.append(n)
+    return found
+
+
+def _model_bounds(schemas: dict, model, max_tokens: int | None) -> None:
+    """The loaded model's limits in the request schemas: the largest token id, the max_tokens
+    cap, the longest prompt of token ids."""
+    top_id, longest = model.config.vocab_size - 1, model.n_ctx - 1
+    for name, fields in (("ChatCompletionRequest", ("max_tokens", "max_completion_tokens")),
+                         ("CompletionRequest", ("max_tokens",))):
+        for field in fields:
+            for n in _integers(schemas[name]["properties"][field]):
+                n["maximum"] = min(max_tokens or model.n_ctx, P.INT32_MAX)
+    prompt = schemas["CompletionRequest"]["properties"]["prompt"]
+    for ids in _token_lists(prompt, 1):
+        ids["items"]["maximum"], ids["maxItems"] = top_id, longest
+    for lists in _token_lists(prompt, 2):
+        lists["items"]["items"]["maximum"], lists["items"]["maxItems"] = top_id, longest
+    for ids in _token_lists(schemas["DetokenizeRequest"]["properties"]["tokens"], 1):
+        ids["items"]["maximum"] = top_id
+
+
+def _openapi_schema(app: FastAPI, config: ServerConfig, model) -> dict:
     """FastAPI's schema, made true to this server: 400 (not 422) for invalid bodies, the served
-    model's id as the only `model`, the bearer key where one is required."""
+    model's id as the only `model`, the bearer key where one is required, each stream event's
+    shape, and (once the model is loaded) its token ids, max_tokens cap and context length."""
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     for path, item in schema.get("paths", {}).items():
         for operation in item.values():
@@ -453,14 +503,23 @@ def _openapi_schema(app: FastAPI, config: ServerConfig) -> dict:
             if config.api_key and path.startswith(ApiKey.PROTECTED):
                 operation["security"] = [{"bearer": []}]
     components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
-        components.get("schemas", {}).pop(name, None)
+        schemas.pop(name, None)
+    for chunk in (P.ChatCompletionChunk, P.Completion):
+        chunk_schema = chunk.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in chunk_schema.pop("$defs", {}).items():
+            schemas.setdefault(name, definition)
+        schemas.setdefault(chunk.__name__, chunk_schema)
+        schemas[f"{chunk.__name__}Event"] = _sse_event_schema(chunk.__name__)
     if config.api_key:
         components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-    for name, model in components.get("schemas", {}).items():
-        model_prop = model.get("properties", {}).get("model")
-        if model_prop is not None and "Request" in name:
-            model["properties"]["model"] = {"anyOf": [{"type": "string", "enum": [config.model_name]},
-                                                      {"type": "null"}], "title": "Model",
-                                            "description": model_prop.get("description", "")}
+    for name, model_schema in schemas.items():
+        model_prop = model_schema.get("properties", {}).get("model")
+        if model_prop is not None and ("Request" in name or name.startswith(("Tokenize", "Detokenize"))):
+            model_schema["properties"]["model"] = {"anyOf": [{"type": "string", "enum": [config.model_name]},
+                                                             {"type": "null"}], "title": "Model",
+                                                   "description": model_prop.get("description", "")}
+    if model is not None:
+        _model_bounds(schemas, model, config.max_tokens)
     return schema

@@ -11,14 +11,31 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 INT32_MAX = 2**31 - 1
-SEED_MAX = 2**63 - 1
+SEED_MAX = 2**53 - 1    # the largest integer every JSON parser (and the schema's float bounds) holds exactly
 MAX_N = 8
 MAX_STOPS = 4
 FinishReason = Literal["stop", "length"]
 
 
+def _integral(value):
+    """JSON Schema counts 2.0 as an integer: integral floats become ints, in lists and objects too
+    (harmless for number fields; strict mode still keeps "2" and true out of integer fields)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    return value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data):
+        return _integral(data)
 
 
 class Open(BaseModel):
@@ -42,7 +59,8 @@ class GenerationFields(Strict):
     """Fields common to chat and text completions."""
 
     model: str | None = Field(None, description="The served model's id (GET /v1/models); omitted: that model.")
-    max_tokens: int | None = Field(None, ge=1, le=INT32_MAX, description="Most tokens to generate.")
+    max_tokens: int | None = Field(None, ge=1, le=INT32_MAX,
+                                   description="Most tokens to generate.")
     temperature: float | None = Field(None, ge=0, le=2, description="0 is greedy. Default: the model's "
                                       "generation_config.json, else 0.")
     top_p: float | None = Field(None, gt=0, le=1)
@@ -70,6 +88,22 @@ class GenerationFields(Strict):
         return self
 
 
+def _given(name: str) -> dict:
+    """JSON Schema: `name` is present and not null."""
+    return {"properties": {name: {"not": {"type": "null"}}}, "required": [name]}
+
+
+def _rules(*rules: dict):
+    """The cross-field rules of a request model, stated in its JSON Schema (allOf)."""
+    def extra(schema: dict) -> None:
+        schema["allOf"] = list(rules)
+    return extra
+
+
+STREAM_OPTIONS_RULE = {"if": _given("stream_options"), "then": {"properties": {"stream": {"const": True}},
+                                                                 "required": ["stream"]}}
+
+
 class TextPart(Strict):
     type: Literal["text"]
     text: str
@@ -85,8 +119,14 @@ class ChatMessage(Strict):
 
 
 class ChatCompletionRequest(GenerationFields):
+    model_config = ConfigDict(json_schema_extra=_rules(
+        STREAM_OPTIONS_RULE,
+        {"if": _given("top_logprobs"), "then": {"properties": {"logprobs": {"const": True}}, "required": ["logprobs"]}},
+        {"not": {"allOf": [_given("max_tokens"), _given("max_completion_tokens")]}}))
+
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1, le=INT32_MAX, description="Alias of max_tokens.")
+    max_completion_tokens: int | None = Field(None, ge=1, le=INT32_MAX,
+                                              description="Alias of max_tokens (give one of them).")
     logprobs: bool = Field(False, description="Return each output token's log-probability.")
     top_logprobs: int | None = Field(None, ge=0, le=20, description="Also the most likely tokens at each "
                                      "position (needs logprobs: true).")
@@ -95,16 +135,18 @@ class ChatCompletionRequest(GenerationFields):
     def _checks(self):
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs: needs logprobs: true")
-        if self.max_tokens is not None and self.max_completion_tokens is not None \
-                and self.max_tokens != self.max_completion_tokens:
-            raise ValueError("max_tokens and max_completion_tokens differ; give one")
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise ValueError("max_completion_tokens: give max_tokens or max_completion_tokens, not both")
         return self
 
 
-TokenIds = Annotated[list[Annotated[int, Field(ge=0, le=INT32_MAX)]], Field(min_length=1)]
+TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]
+TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 
 
 class CompletionRequest(GenerationFields):
+    model_config = ConfigDict(json_schema_extra=_rules(STREAM_OPTIONS_RULE))
+
     prompt: Annotated[str, Field(min_length=1)] | TokenIds | Annotated[list[Annotated[str, Field(min_length=1)]],
                                                                       Field(min_length=1, max_length=MAX_N)] \
         | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_N)] = Field(
@@ -113,24 +155,25 @@ class CompletionRequest(GenerationFields):
                                  "many most likely tokens.")
 
 
-class TokenizeRequest(Strict):
+class TokenizeText(Strict):
     model: str | None = None
-    prompt: str | None = Field(None, description="Text to tokenize (or give messages).")
-    messages: list[ChatMessage] | None = Field(None, min_length=1, description="A conversation, rendered with "
-                                               "the model's chat template.")
-    add_special_tokens: bool = Field(True, description="With prompt: add the tokenizer's BOS etc.")
-    add_generation_prompt: bool = Field(True, description="With messages: end with the assistant's header.")
+    prompt: str = Field(description="Text to tokenize.")
+    add_special_tokens: bool = Field(True, description="Add the tokenizer's BOS etc.")
 
-    @model_validator(mode="after")
-    def _one_input(self):
-        if (self.prompt is None) == (self.messages is None):
-            raise ValueError("give exactly one of prompt and messages")
-        return self
+
+class TokenizeChat(Strict):
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1, description="A conversation, rendered with the model's "
+                                        "chat template.")
+    add_generation_prompt: bool = Field(True, description="End with the assistant's header.")
+
+
+TokenizeRequest = Union[TokenizeText, TokenizeChat]
 
 
 class DetokenizeRequest(Strict):
     model: str | None = None
-    tokens: list[Annotated[int, Field(ge=0, le=INT32_MAX)]]
+    tokens: list[TokenId]
 
 
 # ---- responses ----------------------------------------------------------------------------
