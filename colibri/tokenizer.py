@@ -166,11 +166,14 @@ class Tokenizer:
         (<0xXX>) never anchor: byte fallback would fuse them with the bytes that follow."""
         if self._anchor_ids is None:
             special = set(self.backend.get_added_tokens_decoder())
-            chars = ((self.backend.token_to_id(char), char) for char in "aeiostnrxzAEOX0123456789")
-            vocab = self.backend.get_vocab()
-            plain = ((i, None) for i, t in sorted((i, t) for t, i in vocab.items()) if not t.startswith("<0x"))
+
+            def candidates():   # the vocabulary is read only if no one-character token anchors
+                yield from ((self.backend.token_to_id(char), char) for char in "aeiostnrxzAEOX0123456789")
+                ordered = sorted((i, t) for t, i in self.backend.get_vocab().items())
+                yield from itertools.islice(((i, None) for i, t in ordered if not t.startswith("<0x")), 4096)
+
             self._anchor_ids = []
-            for token_id, char in itertools.chain(chars, itertools.islice(plain, 4096)):
+            for token_id, char in candidates():
                 if token_id is None or token_id in special:
                     continue
                 one, two = (self.backend.decode([token_id] * n) for n in (1, 2))

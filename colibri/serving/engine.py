@@ -116,9 +116,8 @@ class Engine:
                     for i in range(n)]
         stream = Stream(self, request_id or f"req-{next(_ids)}", n)
         deliver = sink or stream._queue.put
-        deadline = None if params.timeout is None else time.monotonic() + params.timeout
         tok = self.model.tokenizer
-        stream.sequences = [Sequence(stream.id, i, ids, params, sampling[i], tok, self._eos, deliver, deadline)
+        stream.sequences = [Sequence(stream.id, i, ids, params, sampling[i], tok, self._eos, deliver)
                             for i in range(n)]
         with self._cond:
             if self._closing:

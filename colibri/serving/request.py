@@ -96,7 +96,7 @@ class Sequence:
     """
 
     def __init__(self, request_id: str, index: int, prompt: list[int], params: GenerationParams,
-                 sampling, tokenizer, eos_ids: frozenset[int], sink, deadline: float | None):
+                 sampling, tokenizer, eos_ids: frozenset[int], sink):
         self.request_id, self.index = request_id, index
         self.prompt_len = len(prompt)
         self.tokens = list(prompt)
@@ -105,7 +105,6 @@ class Sequence:
         self.text = TextStream(tokenizer, params.stop)
         self.eos_ids = frozenset() if params.ignore_eos else eos_ids
         self.sink = sink
-        self.deadline = deadline
         self.state = State.WAITING
         self.slot: int | None = None
         self.computed = 0
@@ -114,6 +113,7 @@ class Sequence:
         self.counts: dict[int, int] = {}   # generated token -> occurrences (presence/frequency penalties)
         self.cancelled = False             # set by any thread; the engine acts on it at its next step
         self.submitted = time.monotonic()
+        self.deadline = None if params.timeout is None else self.submitted + params.timeout
         self.scheduled: float | None = None
         self.first_token: float | None = None
         self.last_token: float | None = None
