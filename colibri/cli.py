@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import ModelError
 from .loader import KV_TYPES
+from .models.spec import ROUTER_TOPK_SOFTMAX
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
 
@@ -160,13 +161,18 @@ def cmd_inspect(args) -> int:
         ]
         if c.moe_layers:
             shared = f", shared expert {c.shared_expert_intermediate_size}" if c.shared_expert_intermediate_size else ""
+            gates = ("softmax over the top-k logits" if c.router_score == ROUTER_TOPK_SOFTMAX
+                     else "renormalised" if c.router_renormalize else "not renormalised")
             rows += [("experts per MoE layer", f"{c.num_experts}, top-{c.top_k}, width {c.expert_intermediate_size}"
-                      f"{shared}, {'renormalised' if c.router_renormalize else 'not renormalised'}"),
+                      f"{shared}, {gates}"),
                      ("MoE layers", ", ".join(map(str, c.moe_layers)))]
         rows += [
             ("parameters", f"{human_count(s.params_total)} total, {human_count(s.params_active)} active per token"),
             ("dtypes", ", ".join(f"{d} x{n}" for d, n in sorted(s.dtypes.items()))),
-            ("weights", human_bytes(s.weight_bytes) + " (memory-mapped, used in place)"),
+            ("weights", human_bytes(s.weight_bytes) + (
+                f" ({human_bytes(s.weight_bytes - s.rearranged_bytes)} memory-mapped and used in place, "
+                f"{human_bytes(s.rearranged_bytes)} rearranged once at load)" if s.rearranged_bytes
+                else " (memory-mapped, used in place)")),
             ("read per decode token", human_bytes(s.bytes_per_token)),
             ("KV cache", f"{human_bytes(s.kv_bytes_per_token)} per position"),
             ("KV + scratch arena", "one mapping, transparent huge pages" if model.huge_pages

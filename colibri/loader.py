@@ -49,7 +49,7 @@ def _derived_weight(checkpoint: HFCheckpoint, slot: TensorSlot, derived: Derived
     if tuple(array.shape) != slot.shape:
         raise ModelError(f"{where}: shape {shape_text(array.shape)}, expected {shape_text(slot.shape)}")
     array = np.ascontiguousarray(array)
-    return WeightRef(dtype, tuple(array.shape), array.nbytes, array)
+    return WeightRef(dtype, tuple(array.shape), array.nbytes, array, in_place=False)
 
 
 def _open_hf(directory: Path):

@@ -36,6 +36,7 @@ class WeightRef:
     shape: tuple[int, ...]   # [rows, cols] or [n]; cols is the contiguous axis
     nbytes: int
     array: np.ndarray        # zero-copy view of the bytes (typed for float dtypes)
+    in_place: bool = True    # False: a copy in another layout, made once at load (spec.Derived)
 
     @property
     def address(self) -> int:

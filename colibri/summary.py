@@ -17,6 +17,7 @@ class Summary:
     bytes_per_token: int        # weight bytes one decode step reads (embedding row, not table)
     kv_bytes_per_token: int     # KV cache bytes per cached position (f32 K and V, all layers)
     dtypes: dict[str, int]      # dtype -> tensor count
+    rearranged_bytes: int = 0   # of weight_bytes, those copied into another layout at load
 
 
 KV_ELEM_BYTES = {"f32": 4, "f16": 2}   # bytes of one KV cache element, by kv_type
@@ -29,7 +30,7 @@ def kv_bytes_per_position(config, kv_type: str = "f32") -> int:
 
 def summarize(model) -> Summary:
     c = model.config
-    total = active = nbytes = read = 0
+    total = active = nbytes = read = rearranged = 0
     dtypes: Counter[str] = Counter()
     unused_expert_share = (c.num_experts - c.top_k) / c.num_experts if c.num_experts else 0.0
     for slot, ref in model.weights:
@@ -38,6 +39,7 @@ def summarize(model) -> Summary:
         dtypes[ref.dtype] += 1
         total += n
         nbytes += size
+        rearranged += 0 if ref.in_place else size
         share = (1.0 - unused_expert_share) if slot.kind in EXPERT_KINDS else 1.0
         active += round(n * share)
         if slot.kind == "TOKEN_EMBD":
@@ -46,7 +48,7 @@ def summarize(model) -> Summary:
                 read += size                      # the whole table again as lm_head
         else:
             read += round(size * share)
-    return Summary(total, active, nbytes, read, kv_bytes_per_position(c), dict(dtypes))
+    return Summary(total, active, nbytes, read, kv_bytes_per_position(c), dict(dtypes), rearranged)
 
 
 def human_bytes(n: float) -> str:

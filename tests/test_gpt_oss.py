@@ -210,3 +210,24 @@ def test_gpt_oss_expert_tensor_shape_is_named(tiny_model_factory, tmp_path):
     (tmp_path / "config.json").write_bytes((tiny.path / "config.json").read_bytes())
     with pytest.raises(ModelError, match=rf"tensor '{name}': shape \[5, 48, 78\], expected \[5, 48, 80\]"):
         colibri.load(tmp_path)
+
+
+def test_inspect_tells_rearranged_experts_from_mapped_weights(tiny_model_factory, tmp_path):
+    """A Hugging Face gpt-oss's experts are copies made at load (their stored layout is not the C
+    core's); a GGUF's are used in place. `colibri inspect` reports both, and the routing rule."""
+    import subprocess as sp
+
+    from colibri.summary import summarize
+
+    tiny = tiny_model_factory("gpt_oss-a")
+    path = tmp_path / "gpt_oss.gguf"
+    export_gguf(tiny.reference, tiny.path, path, "f32")
+    with colibri.load(tiny.path, threads=1) as hf, colibri.load(path, threads=1) as gguf:
+        rearranged = sum(ref.nbytes for slot, ref in hf.weights
+                         if slot.kind.startswith("EXPERT_") and slot.kind != "EXPERT_DOWN_BIAS")
+        assert summarize(hf).rearranged_bytes == rearranged > 0
+        assert summarize(gguf).rearranged_bytes == 0
+        assert summarize(hf).weight_bytes == summarize(gguf).weight_bytes
+    out = sp.run([sys.executable, "-m", "colibri", "inspect", str(tiny.path)], capture_output=True, text=True,
+                 check=True).stdout
+    assert "softmax over the top-k logits" in out and "rearranged once at load" in out
