@@ -103,6 +103,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_model_set_tensor": (c_int, [vp, c_i32, c_i32, c_i32, vp, c_i32, c_i64, c_i64]),
         "colibri_model_finalize": (c_int, [vp]),
         "colibri_model_free": (None, [vp]),
+        "colibri_model_hparams": (ctypes.POINTER(Hparams), [vp]),
         "colibri_context_create": (vp, [vp, c_i32, c_i32, c_i32, c_i32]),
         "colibri_context_create_kv": (vp, [vp, c_i32, c_i32, c_i32, c_i32, c_i32]),
         "colibri_context_kv_type": (c_i32, [vp]),

@@ -10,7 +10,7 @@ import numpy as np
 
 from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots
 from .models.spec import Derived, ModelConfig
-from .native_model import NativeModel, WeightRef
+from .native_model import NativeModel, WeightRef, check_config_matches
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
 ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
@@ -132,6 +132,7 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
             native = NativeFileModel(path)
         else:
             native = NativeModel(config, weights)
+        check_config_matches(config, native.hparams(), str(path))
         context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
         return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,

@@ -34,6 +34,12 @@ class Model:
         self.generation_config = generation_config or {}
         self._checkpoint = checkpoint
         self._native = native
+        # Every buffer the C core writes is sized from the C model's own numbers, never from
+        # config.json (the loader checked that the two agree).
+        hp = native.hparams()
+        self._n_vocab, self._n_layer = hp["n_vocab"], hp["n_layer"]
+        self._n_expert, self._n_expert_used = hp["n_expert"], hp["n_expert_used"]
+        self._moe_layers = [l for l, moe in enumerate(hp["layer_is_moe"]) if moe]
         self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
         self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads,
                                   kv_type=kv_type)
@@ -112,7 +118,7 @@ class Model:
             if len(want) != len(token_ids):
                 raise ValueError("want_logits must have one flag per token")
             n_wanted = int(want.sum())
-        logits = np.empty((n_wanted, self.config.vocab_size), dtype=np.float32)  # [n_wanted, V]
+        logits = np.empty((n_wanted, self._n_vocab), dtype=np.float32)  # [n_wanted, V]
         out = _native.Outputs(logits=_native.as_ptr(logits, ctypes.c_float))
         ctx.forward(token_ids, pos, seq, want, out)
         return logits
@@ -123,8 +129,8 @@ class Model:
             raise ValueError("expected a non-empty sequence of token ids")
         if not np.issubdtype(ids.dtype, np.integer):
             raise ValueError("token ids must be integers")
-        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
-            raise ValueError(f"token id out of range [0, {self.config.vocab_size})")
+        if ids.min() < 0 or ids.max() >= self._n_vocab:
+            raise ValueError(f"token id out of range [0, {self._n_vocab})")
         return np.ascontiguousarray(ids, dtype=np.int32)
 
     def _chunks(self, n: int) -> Iterator[tuple[int, int]]:
@@ -145,7 +151,7 @@ class Model:
             raise ValueError(f"{len(tokens)} tokens exceed the context length {ctx.n_ctx}")
         ctx.clear(seq)
         self._seq0_tokens = []
-        c = self.config
+        L, E, k = self._n_layer, self._n_expert, self._n_expert_used
         for start, end in self._chunks(len(tokens)):
             n = end - start
             pos = np.arange(start, end, dtype=np.int32)                         # [n]
@@ -156,9 +162,9 @@ class Model:
                 want = np.ones(n, dtype=np.int8)                                # [n]
                 out.logits = _native.as_ptr(logits[start:end], ctypes.c_float)
             if route is not None:
-                chunk_router = np.zeros((c.num_layers, n, c.num_experts), dtype=np.float32)  # [L, n, E]
-                chunk_experts = np.zeros((c.num_layers, n, c.top_k), dtype=np.int32)        # [L, n, k]
-                chunk_gates = np.zeros((c.num_layers, n, c.top_k), dtype=np.float32)        # [L, n, k]
+                chunk_router = np.zeros((L, n, E), dtype=np.float32)                        # [L, n, E]
+                chunk_experts = np.zeros((L, n, k), dtype=np.int32)                         # [L, n, k]
+                chunk_gates = np.zeros((L, n, k), dtype=np.float32)                         # [L, n, k]
                 out.router_logits = _native.as_ptr(chunk_router, ctypes.c_float)
                 out.experts = _native.as_ptr(chunk_experts, ctypes.c_int32)
                 out.gates = _native.as_ptr(chunk_gates, ctypes.c_float)
@@ -171,19 +177,19 @@ class Model:
     # ---- analysis ------------------------------------------------------------
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         """Logits [len(ids), vocab] (float32) of a fresh context over `ids`."""
-        out = np.empty((len(ids), self.config.vocab_size), dtype=np.float32)   # [T, V]
+        out = np.empty((len(ids), self._n_vocab), dtype=np.float32)   # [T, V]
         self._run_fresh(ids, 0, logits=out, route=None)
         return out
 
     def route(self, ids: Sequence[int]) -> list[RouteLayer]:
         """Per MoE layer, the router logits, selected experts and gates of every token."""
-        c = self.config
         T = len(ids)
-        router = np.zeros((c.num_layers, T, c.num_experts), dtype=np.float32)   # [L, T, E]
-        experts = np.zeros((c.num_layers, T, c.top_k), dtype=np.int32)          # [L, T, k]
-        gates = np.zeros((c.num_layers, T, c.top_k), dtype=np.float32)          # [L, T, k]
+        L, E, k = self._n_layer, self._n_expert, self._n_expert_used
+        router = np.zeros((L, T, E), dtype=np.float32)   # [L, T, E]
+        experts = np.zeros((L, T, k), dtype=np.int32)    # [L, T, k]
+        gates = np.zeros((L, T, k), dtype=np.float32)    # [L, T, k]
         self._run_fresh(ids, 0, logits=None, route=(router, experts, gates))
-        return [RouteLayer(l, router[l], experts[l], gates[l]) for l in c.moe_layers]
+        return [RouteLayer(l, router[l], experts[l], gates[l]) for l in self._moe_layers]
 
     # ---- text ----------------------------------------------------------------
     def generate(self, prompt, max_tokens: int = 64, *, temperature: float | None = None,

@@ -77,10 +77,63 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
     return hp, (inv_freq, layer_is_moe, layer_window)
 
 
+# The array fields of colibri_hparams: name -> (its length for these hparams, the value a NULL
+# pointer stands for). Array fields not listed here are not compared.
+_HPARAM_ARRAYS = {
+    "rope_inv_freq": (lambda hp: hp.head_dim // 2, None),
+    "layer_is_moe": (lambda hp: hp.n_layer, None),
+    "layer_window": (lambda hp: hp.n_layer, lambda hp: (hp.sliding_window,) * hp.n_layer),
+}
+
+
+def hparams_values(hp: _native.Hparams) -> dict:
+    """A colibri_hparams as plain values: every scalar field by name, and every array field of
+    _HPARAM_ARRAYS as a tuple, read through hp's pointers (which must still point at live memory)."""
+    values = {}
+    for name, kind in hp._fields_:
+        value = getattr(hp, name)
+        if issubclass(kind, ctypes._Pointer):
+            if name not in _HPARAM_ARRAYS:
+                continue
+            length, default = _HPARAM_ARRAYS[name]
+            values[name] = (tuple(value[i] for i in range(length(hp))) if value
+                            else default(hp) if default else None)
+        else:
+            values[name] = tuple(value) if isinstance(value, ctypes.Array) else value
+    return values
+
+
+def check_config_matches(config: ModelConfig, built: dict, where: str) -> None:
+    """ModelError unless `config` maps to exactly the hyperparameters the C model was built
+    with (`built`, from ModelHandle.hparams()): Python describes a model (Model.config) only
+    as the C core runs it, and every buffer the C core writes is sized from the C numbers.
+    Floats compare as float32 values (rope frequencies included), exactly."""
+    hp, keepalive = hparams_for(config)
+    expected = hparams_values(hp)
+    del keepalive
+    for name, want in expected.items():
+        got = built.get(name)
+        if want != got:
+            raise ModelError(f"{where}: config.json does not match the model's hyperparameters: "
+                             f"{name} is {_short(got)} in the model, config.json gives {_short(want)}")
+
+
+def _short(value) -> str:
+    text = str(list(value) if isinstance(value, tuple) else value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 class ModelHandle:
     """An owned colibri_model*; close() frees it (idempotent)."""
 
     handle = None
+
+    def hparams(self) -> dict:
+        """The hyperparameters the C model runs with (hparams_values form): the one source of
+        every dimension the C core writes by."""
+        if not self.handle:
+            raise ValueError("model is closed")
+        return hparams_values(_native.lib().colibri_model_hparams(self.handle).contents)
 
     def close(self) -> None:
         if self.handle:

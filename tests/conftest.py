@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +183,55 @@ def token_ids(vocab_size: int, n: int, seed: int) -> list[int]:
     import numpy as np
 
     return np.random.default_rng(seed).integers(0, vocab_size, size=n).tolist()
+
+
+# ---- C builds (plain CMake), shared by the tests that run C programs or the sanitized library ----
+
+ROOT = Path(__file__).resolve().parent.parent
+CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+def _build(build_dir: Path, sanitize: bool) -> Path:
+    subprocess.run(
+        ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+         f"-DCOLIBRI_SANITIZE={'ON' if sanitize else 'OFF'}"],
+        check=True, capture_output=True, text=True,
+    )
+    done = subprocess.run(["cmake", "--build", str(build_dir), "-j2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return build_dir
+
+
+def _leak_detection_works(tmp: Path) -> bool:
+    """Whether LeakSanitizer can run here: a leaking probe must be reported."""
+    probe = tmp / "leak.c"
+    probe.write_text("#include <stdlib.h>\nint main(void){void*p=malloc(7);p=0;return p!=0;}\n")
+    exe = tmp / "leak"
+    built = subprocess.run([CC, "-fsanitize=address", "-o", str(exe), str(probe)], capture_output=True)
+    if built.returncode != 0:
+        return False
+    ran = subprocess.run([str(exe)], capture_output=True, text=True,
+                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
+    return "LeakSanitizer: detected memory leaks" in ran.stderr
+
+
+@pytest.fixture(scope="session")
+def c_builds(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    """The plain and the ASan+UBSan CMake builds, once per session: name → (build dir,
+    environment to run its programs in)."""
+    if shutil.which("cmake") is None or CC is None:
+        pytest.skip(f"needs cmake and a C compiler (cmake: {shutil.which('cmake')}, cc: {CC})")
+    result = {}
+    for name in ("normal", "sanitize"):
+        tmp = tmp_path_factory.mktemp(f"build-{name}")
+        env = dict(os.environ)
+        if name == "sanitize":
+            leaks = _leak_detection_works(tmp)
+            print(f"LeakSanitizer {'works' if leaks else 'does not work here: detect_leaks=0'}")
+            env["ASAN_OPTIONS"] = f"detect_leaks={int(leaks)}:abort_on_error=1"
+            env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+        result[name] = (_build(tmp, name == "sanitize"), env)
+    return result
 
 
 def pytest_configure(config):

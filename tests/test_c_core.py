@@ -26,44 +26,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _build(build_dir: Path, sanitize: bool) -> Path:
-    subprocess.run(
-        ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-         f"-DCOLIBRI_SANITIZE={'ON' if sanitize else 'OFF'}"],
-        check=True, capture_output=True, text=True,
-    )
-    done = subprocess.run(["cmake", "--build", str(build_dir), "-j2"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return build_dir
-
-
-def _leak_detection_works(tmp: Path) -> bool:
-    """Whether LeakSanitizer can run here: a leaking probe must be reported."""
-    probe = tmp / "leak.c"
-    probe.write_text("#include <stdlib.h>\nint main(void){void*p=malloc(7);p=0;return p!=0;}\n")
-    exe = tmp / "leak"
-    built = subprocess.run([CC, "-fsanitize=address", "-o", str(exe), str(probe)], capture_output=True)
-    if built.returncode != 0:
-        return False
-    ran = subprocess.run([str(exe)], capture_output=True, text=True,
-                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
-    return "LeakSanitizer: detected memory leaks" in ran.stderr
-
-
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    """Both builds, once per module: name → (build dir, environment to run in)."""
-    result = {}
-    for name in ("normal", "sanitize"):
-        tmp = tmp_path_factory.mktemp(f"build-{name}")
-        env = dict(os.environ)
-        if name == "sanitize":
-            leaks = _leak_detection_works(tmp)
-            print(f"LeakSanitizer {'works' if leaks else 'does not work here: detect_leaks=0'}")
-            env["ASAN_OPTIONS"] = f"detect_leaks={int(leaks)}:abort_on_error=1"
-            env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
-        result[name] = (_build(tmp, name == "sanitize"), env)
-    return result
+def builds(c_builds) -> dict[str, tuple[Path, dict]]:
+    """Both builds (conftest.c_builds, built once per session): name → (build dir, environment)."""
+    return c_builds
 
 
 def _run(exe: Path, env: dict) -> str:

@@ -416,6 +416,11 @@ def _validate(where: str, b: mmap.mmap) -> tuple[dict, dict, list[Entry], dict]:
         raise ModelError(f"{where}: header n_layer/n_expert ({h['n_layer']}, {h['n_expert']}) differ from the "
                          f"hparams block's ({hp['n_layer']}, {hp['n_expert']})")
     check_hparams(hp, where)
+    moe_layers = sum(1 for v in hp["layer_is_moe"] if v)
+    if moe_layers * hp["n_expert"] * len(_EXPERT_KINDS) > n:   # before listing the tensors they call for
+        raise ModelError(f"{where}: hparams: n_expert={hp['n_expert']}: {moe_layers} MoE layers x "
+                         f"{hp['n_expert']} experts x {len(_EXPERT_KINDS)} matrices need more tensors than the "
+                         f"directory's n_tensors={n}")
     metadata = parse_json_object(bytes(b[metadata_at:metadata_end]), f"{where}: metadata")
 
     expected = expected_tensors(hp)

@@ -163,6 +163,12 @@ COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, i
                           COLIBRI_MAX_THREADS, n_threads);
         return NULL;
     }
+    /* the MoE block counts a step's (token, slot) pairs in int32 */
+    if ((int64_t)n_batch * m->hp.n_expert_used > INT32_MAX) {
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: n_batch=%d x n_expert_used=%d (token, expert) "
+                          "pairs per step exceed %d", n_batch, m->hp.n_expert_used, INT32_MAX);
+        return NULL;
+    }
     colibri_context *ctx = (colibri_context *)calloc(1, sizeof *ctx);
     if (!ctx) {
         colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating a context");

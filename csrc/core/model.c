@@ -170,6 +170,10 @@ COLIBRI_API void colibri_model_free(colibri_model *m) {
     free(m);
 }
 
+COLIBRI_API const colibri_hparams *colibri_model_hparams(const colibri_model *m) {
+    return m ? &m->hp : NULL;
+}
+
 /* ---- which tensors, which shapes ------------------------------------------- */
 
 /* Whether (kind, layer) is part of this model, and its expected [rows, cols].

@@ -446,6 +446,18 @@ static colibri_model *colibri_file_build(const char *path, const unsigned char *
         free(inv_freq);
         return NULL;
     }
+    /* Before colibri_model_create allocates a table of n_expert entries per MoE layer: the
+     * routed experts' matrices alone must fit in the directory. */
+    int64_t moe_layers = 0;
+    for (int32_t l = 0; l < hp.n_layer; l++) moe_layers += hp.layer_is_moe[l] != 0;
+    if (hp.n_expert > 0 && moe_layers > 0 &&
+        hp.n_expert > (int64_t)h->n_tensors / COLIBRI_EXPERT_KINDS / moe_layers) {
+        COLIBRI_FAIL("%s: hparams: n_expert=%d: %lld MoE layers x %d experts x %d matrices need more "
+                     "tensors than the directory's n_tensors=%u", path, hp.n_expert, (long long)moe_layers,
+                     hp.n_expert, COLIBRI_EXPERT_KINDS, h->n_tensors);
+        free(inv_freq);
+        return NULL;
+    }
     colibri_model *m = colibri_model_create(&hp);
     free(inv_freq);
     if (!m) {

@@ -231,6 +231,10 @@ COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t
                                          int64_t rows, int64_t cols);
 COLIBRI_API int colibri_model_finalize(colibri_model *m);
 COLIBRI_API void colibri_model_free(colibri_model *m);
+/* The hyperparameters the model was built with (for a loaded file: its validated
+ * hparams block): the one source of every dimension, e.g. to size the
+ * colibri_outputs arrays. Valid while the model lives; NULL for NULL. */
+COLIBRI_API const colibri_hparams *colibri_model_hparams(const colibri_model *m);
 
 /* ---- context: KV cache for n_seq sequences of up to n_ctx positions,
  * scratch for batches of up to n_batch tokens, a pool of n_threads threads
