@@ -23,10 +23,11 @@ import numpy as np
 from . import __version__
 from .errors import ModelError
 from .formats import native
+from .formats.files import MAX_SIDE_FILE_BYTES, read_text
 from .formats.hf_dir import HFCheckpoint
 from .loader import checked_weight
 from .native_model import require_little_endian
-from .models import ConfigReader, TensorSlot, architecture, tensor_slots
+from .models import ConfigReader, TensorSlot, architecture, tensor_slots, tensor_supply
 
 TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
                  "keep": None}   # keep: every tensor in its source type
@@ -106,11 +107,11 @@ def _side_files(checkpoint: HFCheckpoint) -> dict[str, str]:
     for name in native.SIDE_FILES:
         path = checkpoint.file_path(name)
         if path is not None:
-            files[name] = path.read_text(encoding="utf-8")
+            files[name] = read_text(path, MAX_SIDE_FILE_BYTES)
     templates = checkpoint.directory / native.CHAT_TEMPLATE_DIR
     if templates.is_dir():
         for path in sorted(templates.glob("*.jinja")):
-            files[f"{native.CHAT_TEMPLATE_DIR}/{path.name}"] = path.read_text(encoding="utf-8")
+            files[f"{native.CHAT_TEMPLATE_DIR}/{path.name}"] = read_text(path, MAX_SIDE_FILE_BYTES)
     return files
 
 
@@ -148,7 +149,9 @@ def _hf_source(src):
             ref = checked_weight(checkpoint, slot, arch.names[slot.kind], config)
             return ref.dtype, ref.array
 
-        return (arch, config, tensor_slots(arch, config), tensor, _side_files(checkpoint), "huggingface",
+        supply = tensor_supply(checkpoint.tensor(name).shape for name in checkpoint.names())
+        slots = tensor_slots(arch, config, limit=supply, source=source)
+        return (arch, config, slots, tensor, _side_files(checkpoint), "huggingface",
                 checkpoint.close)
     except BaseException:
         checkpoint.close()

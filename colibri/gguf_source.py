@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ModelError
 from .formats.gguf import GGUFFile, GGUFTensor
 from .formats.gguf_tokenizer import tokenizer_from_gguf
-from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, shape_text, tensor_slots
+from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, shape_text, tensor_slots, tensor_supply
 from .native_model import WeightRef
 
 # llama.cpp's tensor names, by C tensor kind ({l}: layer). Expert kinds name the stacked tensor.
@@ -138,7 +138,9 @@ def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, Weigh
         source = f"{gguf.path} (GGUF metadata)"
         config = arch.read_config(ConfigReader(hf_config_from_gguf(gguf, arch), source))
         names = {**GGUF_NAMES, **arch.gguf.names}
-        weights = [(slot, _weight(gguf, slot, config.num_experts, names)) for slot in tensor_slots(arch, config)]
+        slots = tensor_slots(arch, config, limit=tensor_supply(t.shape for t in gguf.tensors.values()),
+                             source=source)
+        weights = [(slot, _weight(gguf, slot, config.num_experts, names)) for slot in slots]
         tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
         return gguf, config, weights, tokenizer
     except BaseException:

@@ -8,7 +8,7 @@ from .errors import ModelError
 from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
 import numpy as np
 
-from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots
+from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots, tensor_supply
 from .models.spec import Derived, ModelConfig
 from .native_model import NativeModel, WeightRef, check_config_matches
 
@@ -61,9 +61,10 @@ def _open_hf(directory: Path):
         config_source = str(directory / "config.json")
         arch = architecture(checkpoint.config.get("model_type"), config_source)
         config = arch.read_config(ConfigReader(checkpoint.config, config_source))
-        weights = [(slot, checked_weight(checkpoint, slot, arch.names[slot.kind], config))
-                   for slot in tensor_slots(arch, config)]
-        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").is_file() else None
+        supply = tensor_supply(checkpoint.tensor(name).shape for name in checkpoint.names())
+        slots = tensor_slots(arch, config, limit=supply, source=config_source)
+        weights = [(slot, checked_weight(checkpoint, slot, arch.names[slot.kind], config)) for slot in slots]
+        tokenizer = Tokenizer.from_dir(directory) if (directory / "tokenizer.json").exists() else None
         return checkpoint, config, weights, tokenizer, checkpoint.optional_json("generation_config.json")
     except BaseException:
         checkpoint.close()

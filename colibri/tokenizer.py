@@ -25,6 +25,7 @@ from tokenizers import AddedToken, processors
 
 from .chat_template import render_chat
 from .errors import ModelError
+from .formats.files import MAX_SIDE_FILE_BYTES, read_text
 
 __all__ = ["Tokenizer", "StreamDecoder"]
 
@@ -58,17 +59,18 @@ class Tokenizer:
         """Load tokenizer.json, tokenizer_config.json, chat templates and generation_config.json's EOS ids."""
         directory = Path(directory)
         tokenizer_file = directory / "tokenizer.json"
-        if not tokenizer_file.is_file():
+        if not tokenizer_file.exists():
             raise ModelError(f"{directory}: no tokenizer.json (a Hugging Face fast tokenizer file is required)")
+        text = read_text(tokenizer_file, MAX_SIDE_FILE_BYTES)
         try:
-            backend = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+            backend = tokenizers.Tokenizer.from_str(text)
         except Exception as exc:  # the Rust parser raises a bare Exception
             raise ModelError(f"{tokenizer_file}: cannot be read as a tokenizer: {_one_line(exc)}") from None
         config = _read_json(directory / "tokenizer_config.json") or {}
         if not isinstance(config, dict):
             raise ModelError(f"{directory / 'tokenizer_config.json'}: expected a JSON object")
         special_map_file = directory / "special_tokens_map.json"
-        if "added_tokens_decoder" not in config and special_map_file.is_file():
+        if "added_tokens_decoder" not in config and special_map_file.exists():
             # Legacy layout: transformers lets special_tokens_map.json override the config's tokens.
             legacy = _read_json(special_map_file)
             if isinstance(legacy, dict):
@@ -349,11 +351,11 @@ def _eos_ids_from(config, path: Path) -> set[int]:
 def _chat_templates(directory: Path, config: dict) -> dict[str, str]:
     """Named chat templates; template files take priority over tokenizer_config.json's ``chat_template``."""
     templates = {}
-    if (directory / "chat_template.jinja").is_file():
-        templates["default"] = (directory / "chat_template.jinja").read_text(encoding="utf-8")
+    if (directory / "chat_template.jinja").exists():
+        templates["default"] = read_text(directory / "chat_template.jinja", MAX_SIDE_FILE_BYTES)
     if (directory / "chat_templates").is_dir():
         for path in sorted((directory / "chat_templates").glob("*.jinja")):
-            templates[path.name.removesuffix(".jinja")] = path.read_text(encoding="utf-8")
+            templates[path.name.removesuffix(".jinja")] = read_text(path, MAX_SIDE_FILE_BYTES)
     if templates:
         return templates
     configured = config.get("chat_template")
@@ -391,11 +393,14 @@ def _quiet(backend: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
 
 
 def _read_json(path: Path):
-    if not path.is_file():
+    """A side file's JSON value, None when the file does not exist; ModelError for anything
+    else (a special file, oversized, not UTF-8, not JSON, nested past Python's recursion limit)."""
+    if not path.exists():
         return None
+    text = read_text(path, MAX_SIDE_FILE_BYTES)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError, >4300-digit ints, absurd nesting
         raise ModelError(f"{path}: cannot be read as JSON: {_one_line(exc)}") from None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
+from .files import open_regular
 from .mapping import map_weights
 
 __all__ = ["GGMLType", "GGML_TYPES", "GGUFTensor", "GGUFFile"]
@@ -438,13 +439,15 @@ class _Reader:
 
 
 def _map_read_only(path: str) -> mmap.mmap:
+    fd = open_regular(path)
     try:
-        with open(path, "rb") as file:
-            if os.fstat(file.fileno()).st_size == 0:
-                raise ModelError(f"{path}: empty file (not a GGUF file)")
-            return map_weights(file.fileno())
+        if os.fstat(fd).st_size == 0:
+            raise ModelError(f"{path}: empty file (not a GGUF file)")
+        return map_weights(fd)
     except OSError as exc:
-        raise ModelError(f"{path}: cannot open: {exc.strerror or exc}") from None
+        raise ModelError(f"{path}: cannot map: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _align_up(value: int, alignment: int) -> int:

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelError
+from .files import check_regular, read_regular
 from .safetensors import MAX_HEADER_BYTES, SafetensorsFile, TensorView, parse_json_object, scan_nonfinite
 
 __all__ = ["HFCheckpoint", "TensorView", "scan_nonfinite"]
@@ -63,16 +64,7 @@ def _check_file_name(name, where: str) -> str:
 
 def _read_json_object(path: Path) -> dict:
     """A JSON object file (size-capped, strict UTF-8, no repeated keys) or ModelError."""
-    if not path.is_file():
-        raise ModelError(f"{path}: not a regular file")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_JSON_BYTES + 1)
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read ({e.strerror or e})") from None
-    if len(raw) > MAX_JSON_BYTES:
-        raise ModelError(f"{path}: larger than {MAX_JSON_BYTES} bytes")
-    return parse_json_object(raw, str(path))
+    return parse_json_object(read_regular(path, MAX_JSON_BYTES), str(path))
 
 
 def _no_weights(directory: Path) -> ModelError:
@@ -131,7 +123,7 @@ class HFCheckpoint:
             raise ModelError(f"{directory}: no such directory")
         if not directory.is_dir():
             raise ModelError(f"{directory}: is a file, expected a model directory (config.json + *.safetensors)")
-        if not (directory / "config.json").is_file():
+        if not (directory / "config.json").exists():
             raise ModelError(f"{directory / 'config.json'}: missing (expected a Hugging Face model directory)")
         config = _read_json_object(_inside(directory, "config.json"))
         weight_map = _shard_map(directory)
@@ -140,9 +132,9 @@ class HFCheckpoint:
         try:
             for name in shard_names:
                 path = _inside(directory, name)
-                if not path.is_file():
+                if not path.exists():
                     raise ModelError(f"{path}: shard listed in {INDEX_FILE} does not exist" if weight_map
-                                     else f"{path}: not a regular file")
+                                     else f"{path}: no such file")
                 shards.append(SafetensorsFile(path))
             owner = _tensor_owners(shards)
             _check_index(weight_map, owner, directory / INDEX_FILE)
@@ -164,9 +156,13 @@ class HFCheckpoint:
         return self._owner[name].tensors[name]
 
     def file_path(self, filename: str) -> Path | None:
-        """directory/filename if it is a file (inside the directory), else None."""
+        """directory/filename if it exists (inside the directory), else None; ModelError if it is
+        not a regular file."""
         path = _inside(self.directory, filename)
-        return path if path.is_file() else None
+        if not path.exists():
+            return None
+        check_regular(path)
+        return path
 
     def optional_json(self, filename: str) -> dict | None:
         """Parsed side file (generation_config.json, ...): None if absent, ModelError if not a JSON object."""

@@ -27,6 +27,7 @@ from .. import _native
 from ..native_model import ModelHandle, WeightRef, hparams_for
 from ..errors import ModelError
 from ..models.spec import ModelConfig, TensorSlot
+from .files import open_regular
 from .safetensors import parse_json_object
 
 MAGIC = b"COLIBRI\0"
@@ -337,13 +338,14 @@ class NativeFile:
     def open(cls, path: str | os.PathLike) -> "NativeFile":
         """Map and validate everything (header, hparams, directory, metadata, padding); ModelError otherwise."""
         path = Path(path)
-        if not path.is_file():
-            raise ModelError(f"{path}: not a regular file")
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        fd = open_regular(path)
+        try:
+            size = os.fstat(fd).st_size
             if size < HEADER_BYTES:
                 raise ModelError(f"{path}: file is {size} bytes, smaller than the {HEADER_BYTES}-byte header")
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
         try:
             header, hparams, entries, metadata = _validate(str(path), mapped)
         except BaseException:
@@ -568,7 +570,7 @@ def open_native(path: str | os.PathLike):
         config = arch.read_config(ConfigReader(raw_config, source))
         by_key = {(e.kind_name, e.layer, e.expert): e for e in file.entries}
         weights = []
-        for slot in tensor_slots(arch, config):
+        for slot in tensor_slots(arch, config, limit=len(file.entries), source=source):
             entry = by_key.get((slot.kind, slot.layer, slot.expert))
             if entry is None or (entry.rows * entry.cols != int(np.prod(slot.shape))):
                 raise ModelError(f"{where}: tensor {slot.kind} (layer {slot.layer}, expert {slot.expert}) does not "

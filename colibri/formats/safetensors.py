@@ -17,12 +17,12 @@ import json
 import math
 import mmap
 import os
-import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ModelError
+from .files import open_regular
 from .mapping import map_weights
 
 MAX_HEADER_BYTES = 100_000_000   # the safetensors crate's cap (MAX_HEADER_SIZE)
@@ -252,17 +252,17 @@ class SafetensorsFile:
 
 def _map_file(path: str) -> mmap.mmap:
     """Read-only mmap of a regular file of at least 8 bytes."""
+    fd = open_regular(path)
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise ModelError(f"{path}: not a regular file")
-        if info.st_size < 8:
-            raise ModelError(f"{path}: {info.st_size} bytes, too small for a safetensors file "
+        size = os.fstat(fd).st_size
+        if size < 8:
+            raise ModelError(f"{path}: {size} bytes, too small for a safetensors file "
                              "(expected at least the 8-byte header length)")
-        with open(path, "rb") as f:
-            return map_weights(f.fileno())
+        return map_weights(fd)
     except OSError as e:
-        raise ModelError(f"{path}: cannot open ({e.strerror or e})") from None
+        raise ModelError(f"{path}: cannot map ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
 
 
 def scan_nonfinite(view: TensorView, chunk_elems: int = 1 << 22) -> int:

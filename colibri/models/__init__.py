@@ -4,12 +4,12 @@ from __future__ import annotations
 import importlib
 
 from ..errors import ModelError
-from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, shape_text, tensor_slots
+from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, shape_text, tensor_slots, tensor_supply
 
 SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama", "gpt_oss")
 
 __all__ = ["SUPPORTED", "Architecture", "ConfigReader", "ModelConfig", "TensorSlot", "architecture",
-           "shape_text", "tensor_slots"]
+           "shape_text", "tensor_slots", "tensor_supply"]
 
 
 def architecture(model_type: object, source: str = "config.json") -> Architecture:

@@ -343,13 +343,28 @@ def shape_text(shape) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"
 
 
-def tensor_slots(arch: Architecture, c: ModelConfig) -> list[TensorSlot]:
-    """Every tensor the model needs, derived from the config's feature flags."""
+def tensor_supply(shapes) -> int:
+    """How many tensor slots files holding tensors of these shapes can fill at most: a stacked
+    [E, ...] expert tensor E, any other tensor one (tensor_slots' `limit`)."""
+    return sum(shape[0] if len(shape) == 3 else 1 for shape in shapes)
+
+
+def tensor_slots(arch: Architecture, c: ModelConfig, *, limit: int | None = None,
+                 source: str = "config") -> list[TensorSlot]:
+    """Every tensor the model needs, derived from the config's feature flags.
+
+    limit: how many tensors the files can supply at most. A config calling for far more (say
+    4096 layers x 4096 experts: over 2 x limit + 1024) raises ModelError naming `source` before
+    the list grows past that; a few missing tensors are left to the caller, which names them.
+    """
     D, V = c.hidden_size, c.vocab_size
     Q, K = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     slots: list[TensorSlot] = []
 
     def add(kind: str, shape: tuple[int, ...], layer: int = -1, expert: int = -1) -> None:
+        if limit is not None and len(slots) > 2 * limit + 1024:
+            raise ModelError(f"{source}: calls for far more tensors than the {limit} the files hold "
+                             f"({c.num_layers} layers, {c.num_experts} experts per MoE layer)")
         name = arch.names[kind].format(l=layer, e=expert)
         slots.append(TensorSlot(kind, layer, expert, name, shape))
 

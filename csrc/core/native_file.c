@@ -412,9 +412,13 @@ static void colibri_model_to_host_order(colibri_model *m) {
  * mapped 2 MiB at a time, fewer TLB misses for a decode step streaming the
  * weights (BENCHMARKS.md). */
 static int colibri_file_map(const char *path, void **base, uint64_t *size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return COLIBRI_FAIL("%s: cannot open (%s)", path, strerror(errno));
+    /* A FIFO, device or socket is refused before any open (opening a FIFO for reading waits
+     * for a writer); O_NONBLOCK and the fstat below cover a file swapped in between. */
     struct stat st;
+    if (stat(path, &st) != 0) return COLIBRI_FAIL("%s: cannot open (%s)", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return COLIBRI_FAIL("%s: not a regular file", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return COLIBRI_FAIL("%s: cannot open (%s)", path, strerror(errno));
     int rc = COLIBRI_OK;
     if (fstat(fd, &st) != 0) {
         rc = COLIBRI_FAIL("%s: cannot stat (%s)", path, strerror(errno));
