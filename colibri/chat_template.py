@@ -6,7 +6,9 @@ the same globals (``raise_exception``, ``strftime_now``, a restricted ``dict`` a
 ``namespace``), the same ``tojson`` filter, and the same clean-up of the messages before
 rendering (``None`` values dropped, everything rebuilt from plain JSON types, reasoning
 fields aliased). Templates are untrusted code from model repositories: the sandbox refuses
-unsafe attribute access and any error comes back as one ``ValueError`` line.
+unsafe attribute access, colibri.template_limits bounds rendering time and every size
+(a template cannot allocate gigabytes or loop for hours), and any error comes back as one
+``ValueError`` line.
 
     prompt = render_chat(template, [{"role": "user", "content": "Hi"}], bos_token="<s>")
 """
@@ -23,7 +25,8 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.utils
 import numpy as np
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from . import template_limits
 
 __all__ = ["render_chat"]
 
@@ -45,20 +48,27 @@ def render_chat(template: str, messages: list[dict], *, add_generation_prompt: b
     """
     if not isinstance(template, str):
         raise ValueError(f"chat template must be a string, got {type(template).__name__}")
-    compiled = _compile(template)
-    chat = _alias_reasoning_fields(_plain(_normalize_messages(messages)))
     variables = {name: token for name, token in (("bos_token", bos_token), ("eos_token", eos_token))
                  if token is not None}
     variables.update(extra)
     documents = variables.pop("documents", None)
     try:
-        return compiled.render(messages=chat, tools=_plain(_tool_schemas(tools)),
-                               documents=_plain(_documents(documents)),
-                               add_generation_prompt=add_generation_prompt, **_plain(variables))
-    except jinja2.TemplateError as exc:
-        raise ValueError(f"chat template: {_one_line(exc)}") from None
-    except Exception as exc:  # the template is code: any failure inside it is the template's
-        raise ValueError(f"chat template: {type(exc).__name__}: {_one_line(exc)}") from None
+        chat = _alias_reasoning_fields(_plain(_normalize_messages(messages)))
+        inputs = dict(messages=chat, tools=_plain(_tool_schemas(tools)), documents=_plain(_documents(documents)),
+                      add_generation_prompt=add_generation_prompt, **_plain(variables))
+    except RecursionError:
+        raise ValueError("chat messages, tools or variables are nested too deeply") from None
+    with template_limits.budget():
+        compiled = _compile(template)
+        try:
+            return compiled.render(**inputs)
+        except ValueError as exc:   # template_limits.TemplateLimitError, or raised by the template's code
+            raise ValueError(_one_line(exc) if isinstance(exc, template_limits.TemplateLimitError)
+                             else f"chat template: {type(exc).__name__}: {_one_line(exc)}") from None
+        except jinja2.TemplateError as exc:
+            raise ValueError(f"chat template: {_one_line(exc)}") from None
+        except Exception as exc:  # the template is code: any failure inside it is the template's
+            raise ValueError(f"chat template: {type(exc).__name__}: {_one_line(exc)}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +177,8 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
 
 
 def _strftime_now(format):
+    if not isinstance(format, str) or len(format) > 256:   # strftime is slow on huge formats
+        raise ValueError("strftime_now: the format must be a string of at most 256 characters")
     return datetime.now().strftime(format)
 
 
@@ -202,10 +214,10 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 
 @lru_cache(maxsize=1)
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_GenerationTag, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = _tojson
+def _environment() -> template_limits.BoundedSandbox:
+    env = template_limits.BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
+                                         extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
@@ -215,8 +227,13 @@ def _environment() -> ImmutableSandboxedEnvironment:
 
 @lru_cache(maxsize=32)
 def _compile(template: str) -> jinja2.Template:
-    """Compiled template, cached by source text. Syntax errors → ValueError naming the line."""
+    """Compiled template, cached by source text. Syntax errors → ValueError naming the line; so is
+    a template too large or too deeply nested for Jinja's parser or Python's compiler."""
     try:
         return _environment().from_string(template)
+    except template_limits.TemplateLimitError:
+        raise
     except jinja2.TemplateError as exc:
         raise ValueError(f"chat template: {_one_line(exc)}") from None
+    except Exception as exc:   # RecursionError, MemoryError, SyntaxError ("too many nested blocks") ...
+        raise ValueError(f"chat template: cannot be compiled: {type(exc).__name__}: {_one_line(exc)}") from None
