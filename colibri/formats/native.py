@@ -190,11 +190,15 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
     moe = hp["layer_is_moe"]
     require(all(v in (0, 1) for v in moe), "layer_is_moe values must be 0 or 1")
     require(all(moe) or hp["n_ff"] > 0, "dense layers need n_ff > 0")
+    require(not all(moe) or hp["n_ff"] == 0, f"n_ff must be 0 without dense layers, got {hp['n_ff']}")
     if any(moe):
         _check_router(hp, require)
         require(hp["n_ff_expert"] > 0, "MoE layers need n_ff_expert > 0")
     else:
         require(hp["n_ff_shared"] == 0, "a shared expert needs MoE layers")
+        require(hp["n_expert"] == hp["n_expert_used"] == hp["n_ff_expert"] == 0,
+                "n_expert, n_expert_used and n_ff_expert must be 0 without MoE layers, got "
+                f"{hp['n_expert']}, {hp['n_expert_used']}, {hp['n_ff_expert']}")
 
 
 def _check_router(hp: dict[str, Any], require: Callable[[bool, str], None]) -> None:

@@ -109,6 +109,8 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
         else any_dense = 1;
     }
     COLIBRI_REQUIRE(!any_dense || hp->n_ff > 0, "hparams: dense layers need n_ff > 0");
+    /* a size no layer uses would still size context scratch: it must be 0 */
+    COLIBRI_REQUIRE(any_dense || hp->n_ff == 0, "hparams: n_ff must be 0 without dense layers, got %d", hp->n_ff);
     if (any_moe) {
         int rc = colibri_router_check(hp);
         if (rc != COLIBRI_OK) return rc;
@@ -116,6 +118,9 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
     } else {
         COLIBRI_REQUIRE(hp->n_ff_shared == 0, "hparams: a shared expert needs MoE layers");
         COLIBRI_REQUIRE(!hp->expert_bias, "hparams: expert_bias needs MoE layers");
+        COLIBRI_REQUIRE(hp->n_expert == 0 && hp->n_expert_used == 0 && hp->n_ff_expert == 0,
+                        "hparams: n_expert, n_expert_used and n_ff_expert must be 0 without MoE layers, got %d, %d, %d",
+                        hp->n_expert, hp->n_expert_used, hp->n_ff_expert);
     }
     COLIBRI_REQUIRE(hp->n_expert >= 0 && hp->n_expert_used >= 0 && hp->n_ff_expert >= 0,
                     "hparams: n_expert, n_expert_used and n_ff_expert must be >= 0");
