@@ -81,3 +81,16 @@ def test_config_calling_for_millions_of_tensors(model_dir, tmp_path, edit):
         colibri.load(model_dir, threads=1, n_ctx=16)
     with pytest.raises(ModelError, match="calls for far more tensors than the"):
         convert(model_dir, tmp_path / "out.colibri", "f32", progress=False)
+
+
+def test_sentencepiece_vocabulary_too_long_to_derive_merges():
+    """Deriving merges from scores slices every token at every point (quadratic in its length):
+    a vocabulary of a few long tokens would take minutes, so it is refused up front."""
+    from colibri.formats.gguf_tokenizer import tokenizer_from_gguf
+
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["a"]
+    tokens += ["a" * 4000 + str(i) for i in range(15)]
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": [0.0] * len(tokens)}
+    with pytest.raises(ModelError, match="tokens too long to derive merges"):
+        tokenizer_from_gguf(meta, "t.gguf")

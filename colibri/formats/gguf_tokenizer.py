@@ -30,6 +30,10 @@ from ..tokenizer import Tokenizer
 
 __all__ = ["tokenizer_from_gguf", "PRE_TOKENIZERS"]
 
+# Bound on sum(len(token)^2) of a SentencePiece vocabulary whose merges are derived from its
+# scores (about a second; real vocabularies of 256K tokens are near 3e7).
+MAX_MERGE_WORK = 200_000_000
+
 # llama_token_type values (llama.cpp's vocabulary attributes).
 _TOKEN_CONTROL = 3
 _TOKEN_USER_DEFINED = 4
@@ -132,6 +136,10 @@ def _sentencepiece_bpe(fields: "_Fields", tokens: list[str], vocab: dict[str, in
         scores = fields.get("tokenizer.ggml.scores", list, required=True)
         if len(scores) != len(tokens) or not all(isinstance(s, (int, float)) for s in scores):
             fields.fail("tokenizer.ggml.scores", f"expected {len(tokens)} numbers, one per token")
+        work = sum(len(t) ** 2 for t in tokens)   # the loop below slices every token at every point
+        if work > MAX_MERGE_WORK:
+            fields.fail("tokenizer.ggml.tokens", f"tokens too long to derive merges from their scores "
+                                                 f"(sum of squared lengths {work} > {MAX_MERGE_WORK})")
         merges = _merges_from_scores(tokens, scores, vocab)
     unk_id = fields.token_id("tokenizer.ggml.unknown_token_id", len(tokens))
     add_prefix_space = fields.get("tokenizer.ggml.add_space_prefix", bool, default=True)
