@@ -187,6 +187,7 @@ def test_gpt_oss_gguf_as_llama_cpp_runs_it(harmony_model, harmony_dir, tmp_path)
     ("sliding_window", 0, r"field 'sliding_window' is missing or 0, but layer_types has sliding_attention"),
     ("swiglu_limit", -1.0, r"field 'swiglu_limit' = -1.0 is out of range"),
     ("num_local_experts", 0, r"field 'num_local_experts' = 0 is out of range"),
+    ("quantization_config", {"quant_method": "mxfp4"}, r"field 'quantization_config' = .* is not supported yet"),
 ])
 def test_gpt_oss_config_errors(tiny_model_factory, tmp_path, field, value, message):
     tiny = tiny_model_factory("gpt_oss-a")

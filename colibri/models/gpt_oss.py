@@ -35,6 +35,9 @@ def layer_windows(cfg: ConfigReader, layers: int, window: int) -> tuple[int, ...
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
+    if cfg.raw.get("quantization_config") is not None:   # released checkpoints: MXFP4 experts
+        raise cfg.error("quantization_config", f"= {cfg.raw['quantization_config']!r} is not supported yet "
+                                               "(its MXFP4 experts need the MXFP4 block type)")
     layers = cfg.int("num_hidden_layers", max=4096)
     window = cfg.int("sliding_window", 0, min=0, max=1 << 24)
     bias = cfg.bool("attention_bias", True)
