@@ -30,7 +30,7 @@ def test_openapi_schema_holds_under_schemathesis(tmp_path):
         done = subprocess.run([*command, "run", f"{server.url}/openapi.json", "-c", CHECKS,
                                "-n", str(SCHEMATHESIS_EXAMPLES), "--request-timeout", "60",
                                "--generation-deterministic", "--suppress-health-check", "all"],
-                              capture_output=True, text=True, timeout=900)
+                              capture_output=True, text=True, timeout=900, cwd=tmp_path)   # its .schemathesis/ there
     finally:
         server.stop()
     output = done.stdout + done.stderr
