@@ -14,17 +14,13 @@ import numpy as np
 
 from . import _native
 from .errors import ModelError
-from .models.spec import (QK_NORM_PER_HEAD, QK_NORM_WHOLE, ROUTER_SIGMOID, ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX,
-                          ModelConfig, TensorSlot)
+from .models.spec import (FFN_SWIGLU, FFN_SWIGLU_CLAMPED, QK_NORM_PER_HEAD, QK_NORM_WHOLE, ROUTER_SIGMOID,
+                          ROUTER_SOFTMAX, ROUTER_TOPK_SOFTMAX, ModelConfig, TensorSlot)
 
 _QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_HEAD,
             QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
 _ROUTER_SCORE = {ROUTER_SOFTMAX: _native.ROUTER_SOFTMAX, ROUTER_SIGMOID: _native.ROUTER_SIGMOID,
                  ROUTER_TOPK_SOFTMAX: _native.ROUTER_TOPK_SOFTMAX}
-from .models.spec import FFN_SWIGLU, FFN_SWIGLU_CLAMPED, QK_NORM_PER_HEAD, QK_NORM_WHOLE, ModelConfig, TensorSlot
-
-_QK_NORM = {"none": _native.QK_NORM_NONE, QK_NORM_PER_HEAD: _native.QK_NORM_PER_HEAD,
-            QK_NORM_WHOLE: _native.QK_NORM_WHOLE}
 _FFN_ACT = {FFN_SWIGLU: _native.FFN_SWIGLU, FFN_SWIGLU_CLAMPED: _native.FFN_SWIGLU_CLAMPED}
 
 
