@@ -33,7 +33,7 @@ TENSOR_KINDS = (
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
     "ROUTER_BIAS", "ROUTER_SEL_BIAS", "BO", "ATTN_SINKS", "EXPERT_GATE_BIAS", "EXPERT_UP_BIAS",
-    "EXPERT_DOWN_BIAS",
+    "EXPERT_DOWN_BIAS", "WQ_A", "Q_A_NORM", "WQ_B", "WKV_A", "KV_A_NORM", "WK_B", "WV_B",
 )
 KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
 
@@ -64,6 +64,9 @@ class Hparams(ctypes.Structure):
         ("attn_out_bias", ctypes.c_int32), ("attn_sinks", ctypes.c_int32),
         ("expert_bias", ctypes.c_int32),
         ("ffn_act", ctypes.c_int32), ("ffn_alpha", ctypes.c_float), ("ffn_limit", ctypes.c_float),
+        ("kv_lora_rank", ctypes.c_int32), ("q_lora_rank", ctypes.c_int32),
+        ("head_dim_nope", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
+        ("latent_norm_eps", ctypes.c_float),
     ]
 
 

@@ -155,7 +155,10 @@ def cmd_inspect(args) -> int:
             ("architecture", c.architecture),
             ("layers", f"{c.num_layers} ({len(c.moe_layers)} MoE)"),
             ("hidden size", str(c.hidden_size)),
-            ("attention", f"{c.num_heads} query heads, {c.num_kv_heads} KV heads, head dim {c.head_dim}"),
+            ("attention", f"{c.num_heads} query heads, latent KV attention: kv_lora_rank {c.kv_lora_rank}, "
+                          f"q_lora_rank {c.q_lora_rank or 'none'}, head dims {c.qk_nope_head_dim} + {c.head_dim} "
+                          f"RoPE, value {c.v_head_dim}" if c.is_latent else
+             f"{c.num_heads} query heads, {c.num_kv_heads} KV heads, head dim {c.head_dim}"),
             ("vocabulary", str(c.vocab_size)),
             ("context length", str(c.context_length)),
         ]
@@ -174,7 +177,9 @@ def cmd_inspect(args) -> int:
                 f"{human_bytes(s.rearranged_bytes)} rearranged once at load)" if s.rearranged_bytes
                 else " (memory-mapped, used in place)")),
             ("read per decode token", human_bytes(s.bytes_per_token)),
-            ("KV cache", f"{human_bytes(s.kv_bytes_per_token)} per position"),
+            ("KV cache", f"{human_bytes(s.kv_bytes_per_token)} per position (f32)" +
+             (f": the latent, {s.kv_bytes_uncompressed / s.kv_bytes_per_token:.1f}x less than per-head keys and "
+              f"values ({human_bytes(s.kv_bytes_uncompressed)})" if c.is_latent else "")),
             ("KV + scratch arena", "one mapping, transparent huge pages" if model.huge_pages
              else "one mapping, normal pages (no transparent huge pages here)"),
         ]

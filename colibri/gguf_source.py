@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .errors import ModelError
 from .formats.gguf import GGUFFile, GGUFTensor
 from .formats.gguf_tokenizer import tokenizer_from_gguf
 from .models import SUPPORTED, ConfigReader, ModelConfig, TensorSlot, architecture, shape_text, tensor_slots, tensor_supply
+from .models.spec import Derived
 from .native_model import WeightRef
 
 # llama.cpp's tensor names, by C tensor kind ({l}: layer). Expert kinds name the stacked tensor.
@@ -32,10 +35,13 @@ GGUF_NAMES = {
     "SHARED_DOWN": "blk.{l}.ffn_down_shexp.weight", "SHARED_ROUTER": "blk.{l}.ffn_gate_inp_shexp.weight",
     "ROUTER_BIAS": "blk.{l}.ffn_gate_inp.bias", "ROUTER_SEL_BIAS": "blk.{l}.exp_probs_b.bias",
     "BO": "blk.{l}.attn_output.bias",
+    "WQ_A": "blk.{l}.attn_q_a.weight", "Q_A_NORM": "blk.{l}.attn_q_a_norm.weight", "WQ_B": "blk.{l}.attn_q_b.weight",
+    "WKV_A": "blk.{l}.attn_kv_a_mqa.weight", "KV_A_NORM": "blk.{l}.attn_kv_a_norm.weight",
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
-FLOAT_VIEWS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}   # typed views of float tensors (BF16: raw bits)
+FLOAT_VIEWS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}   # bytes per 32 elements   # typed views of float tensors (BF16: raw bits)
 
 # metadata key (after "<arch>.") -> config.json field, shared by every architecture
 COMMON_KEYS = {
@@ -55,7 +61,8 @@ def architecture_for(gguf: GGUFFile):
     has_experts = bool(gguf.metadata.get(f"{name}.expert_count"))
     for model_type in SUPPORTED:
         arch = architecture(model_type)
-        if arch.gguf and arch.gguf.arch == name and arch.gguf.has_experts == has_experts:
+        if (arch.gguf and arch.gguf.arch == name and arch.gguf.has_experts == has_experts
+                and all(gguf.metadata.get(f"{name}.{key}") in values for key, values in arch.gguf.requires.items())):
             return arch
     known = sorted({architecture(t).gguf.arch for t in SUPPORTED})
     raise ModelError(f"{gguf.path}: general.architecture {name!r} is not supported (supported: {', '.join(known)})")
@@ -95,6 +102,8 @@ def hf_config_from_gguf(gguf: GGUFFile, arch) -> dict[str, Any]:
             config[key.split(".")[-1]] = meta[key]
     if "rope_freqs.weight" in gguf.tensors:
         raise ModelError(f"{gguf.path}: tensor 'rope_freqs.weight' (per-frequency RoPE factors) is not supported yet")
+    if arch.gguf.fill:
+        arch.gguf.fill(meta, prefix, config)
     return config
 
 
@@ -108,8 +117,35 @@ def _tensor(gguf: GGUFFile, name: str) -> GGUFTensor:
     return tensor
 
 
-def _weight(gguf: GGUFFile, slot: TensorSlot, num_experts: int, names: dict[str, str]) -> WeightRef:
-    """The bytes for one slot: a whole tensor, or one expert's slice of a stacked one."""
+def _derived_weight(gguf: GGUFFile, slot: TensorSlot, derived: Derived, config: ModelConfig) -> WeightRef:
+    """A slot built from the file's tensors (spec.Derived), checked as a stored one would be:
+    a float type of the slot's shape, or a block type's rows of whole blocks; in place when the
+    build only reshaped what it read."""
+    views = []   # the file's tensors the build read
+
+    def read(name: str, optional: bool = False) -> tuple[str, object] | None:
+        if optional and name not in gguf.tensors:
+            return None
+        tensor = _tensor(gguf, name)
+        views.append(tensor.view())
+        return tensor.type_name, views[-1]
+
+    dtype, array = derived.build(read, slot, config)
+    rows, cols = slot.shape
+    width = cols if dtype in FLOAT_VIEWS else cols // 32 * BLOCK_BYTES.get(dtype, 0)   # elements or bytes per row
+    if dtype not in WEIGHT_TYPES or (dtype not in FLOAT_VIEWS and cols % 32) or tuple(array.shape) != (rows, width):
+        raise ModelError(f"{gguf.path}: tensor '{derived.format(l=slot.layer)}' (for {slot.kind}, layer {slot.layer}): "
+                         f"{dtype} {shape_text(array.shape)} does not give {shape_text(slot.shape)}")
+    array = np.ascontiguousarray(array)
+    return WeightRef(dtype, slot.shape, array.nbytes, array, in_place=any(np.may_share_memory(array, v) for v in views))
+
+
+def _weight(gguf: GGUFFile, slot: TensorSlot, config: ModelConfig, names: dict[str, str | Derived]) -> WeightRef:
+    """The bytes for one slot: a whole tensor, one expert's slice of a stacked one, or one built
+    from the file's tensors."""
+    num_experts = config.num_experts
+    if isinstance(names[slot.kind], Derived):
+        return _derived_weight(gguf, slot, names[slot.kind], config)
     name = names[slot.kind].format(l=slot.layer)
     tensor = _tensor(gguf, name)
     where = f"{gguf.path}: tensor '{name}'"
@@ -140,7 +176,7 @@ def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, Weigh
         names = {**GGUF_NAMES, **arch.gguf.names}
         slots = tensor_slots(arch, config, limit=tensor_supply(t.shape for t in gguf.tensors.values()),
                              source=source)
-        weights = [(slot, _weight(gguf, slot, config.num_experts, names)) for slot in slots]
+        weights = [(slot, _weight(gguf, slot, config, names)) for slot in slots]
         tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
         return gguf, config, weights, tokenizer
     except BaseException:

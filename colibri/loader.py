@@ -38,7 +38,9 @@ def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot, source: str | Der
 
 def _derived_weight(checkpoint: HFCheckpoint, slot: TensorSlot, derived: Derived, config: ModelConfig) -> WeightRef:
     """A slot built from checkpoint tensors; the result's dtype and shape are checked as a stored one's."""
-    def read(name: str) -> tuple[str, np.ndarray]:
+    def read(name: str, optional: bool = False) -> tuple[str, np.ndarray] | None:
+        if optional and name not in checkpoint:
+            return None
         view = checkpoint.tensor(name)
         return view.dtype, view.array
 

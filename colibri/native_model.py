@@ -56,7 +56,7 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         router_renorm=int(config.router_renormalize), qk_norm=_QK_NORM[config.qk_norm],
         attn_bias=int(config.attention_bias), tied_embeddings=int(config.tied_embeddings),
         sliding_window=config.sliding_window, rope_interleaved=int(config.rope_interleaved),
-        norm_eps=config.rms_norm_eps, attn_scale=0.0,
+        norm_eps=config.rms_norm_eps, attn_scale=config.attention_scale,
         rope_attn_factor=config.rope_attention_factor, qkv_clip=config.qkv_clip,
         rope_inv_freq=_native.as_ptr(inv_freq, ctypes.c_float),
         layer_is_moe=_native.as_ptr(layer_is_moe, ctypes.c_uint8),
@@ -69,6 +69,9 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         attn_out_bias=int(config.attention_out_bias), attn_sinks=int(config.attention_sinks),
         expert_bias=int(config.expert_bias and bool(moe)),
         ffn_act=_FFN_ACT[config.ffn_act], ffn_alpha=config.ffn_alpha, ffn_limit=config.ffn_limit,
+        kv_lora_rank=config.kv_lora_rank, q_lora_rank=config.q_lora_rank,
+        head_dim_nope=config.qk_nope_head_dim, head_dim_v=config.v_head_dim,
+        latent_norm_eps=config.latent_norm_eps if config.is_latent else 0.0,
     )
     return hp, (inv_freq, layer_is_moe, layer_window)
 

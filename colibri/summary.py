@@ -16,6 +16,7 @@ class Summary:
     weight_bytes: int           # bytes of the tensors the model uses
     bytes_per_token: int        # weight bytes one decode step reads (embedding row, not table)
     kv_bytes_per_token: int     # KV cache bytes per cached position (f32 K and V, all layers)
+    kv_bytes_uncompressed: int  # the same for per-head keys and values (differs for latent attention)
     dtypes: dict[str, int]      # dtype -> tensor count
     rearranged_bytes: int = 0   # of weight_bytes, those copied into another layout at load
 
@@ -24,8 +25,20 @@ KV_ELEM_BYTES = {"f32": 4, "f16": 2}   # bytes of one KV cache element, by kv_ty
 
 
 def kv_bytes_per_position(config, kv_type: str = "f32") -> int:
-    """K and V of every layer at one cached position, in kv_type."""
+    """K and V of every layer at one cached position, in kv_type (latent attention: the latent
+    and the shared RoPE key of every layer)."""
+    if config.is_latent:
+        return config.num_layers * (config.kv_lora_rank + config.head_dim) * KV_ELEM_BYTES[kv_type]
     return 2 * config.num_layers * config.num_kv_heads * config.head_dim * KV_ELEM_BYTES[kv_type]
+
+
+def kv_bytes_uncompressed(config, kv_type: str = "f32") -> int:
+    """What one position would cost with every head's key and value cached (for latent attention:
+    keys of qk_nope_head_dim + RoPE dims, values of v_head_dim, per head and layer)."""
+    if config.is_latent:
+        per_head = config.qk_nope_head_dim + config.head_dim + config.v_head_dim
+        return config.num_layers * config.num_heads * per_head * KV_ELEM_BYTES[kv_type]
+    return kv_bytes_per_position(config, kv_type)
 
 
 def summarize(model) -> Summary:
@@ -48,7 +61,8 @@ def summarize(model) -> Summary:
                 read += size                      # the whole table again as lm_head
         else:
             read += round(size * share)
-    return Summary(total, active, nbytes, read, kv_bytes_per_position(c), dict(dtypes), rearranged)
+    return Summary(total, active, nbytes, read, kv_bytes_per_position(c), kv_bytes_uncompressed(c), dict(dtypes),
+                   rearranged)
 
 
 def human_bytes(n: float) -> str:

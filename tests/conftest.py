@@ -91,6 +91,51 @@ TINY_MODELS = {
                                   rope_parameters=dict(rope_type="yarn", rope_theta=50000.0, factor=4.0,
                                                        beta_fast=32.0, beta_slow=1.0, truncate=False,
                                                        original_max_position_embeddings=64))),
+    # latent attention: q straight from x or through a q LoRA, YaRN with mscale_all_dim folded into
+    # the softmax scale (and mscale != mscale_all_dim scaling cos/sin), dense leading layers
+    "deepseek_v2-a": ("deepseek_v2", dict(vocab_size=103, hidden_size=40, intermediate_size=56,
+                                          moe_intermediate_size=18, num_hidden_layers=3, num_attention_heads=5,
+                                          kv_lora_rank=24, q_lora_rank=None, qk_nope_head_dim=10,
+                                          qk_rope_head_dim=6, v_head_dim=12, n_routed_experts=6,
+                                          n_shared_experts=2, num_experts_per_tok=2, first_k_dense_replace=1,
+                                          eos_token_id=102,
+                                          rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                               mscale=1.0, mscale_all_dim=0.707, beta_fast=32,
+                                                               beta_slow=1, original_max_position_embeddings=64))),
+    "deepseek_v2-b": ("deepseek_v2", dict(vocab_size=79, hidden_size=36, intermediate_size=30,
+                                          moe_intermediate_size=14, num_hidden_layers=2, num_attention_heads=3,
+                                          kv_lora_rank=20, q_lora_rank=28, qk_nope_head_dim=8, qk_rope_head_dim=4,
+                                          v_head_dim=10, n_routed_experts=8, n_shared_experts=1,
+                                          num_experts_per_tok=3, first_k_dense_replace=0, tie_word_embeddings=True,
+                                          eos_token_id=78,
+                                          rope_parameters=dict(rope_type="yarn", rope_theta=500.0, factor=8.0,
+                                                               mscale=1.0, mscale_all_dim=1.0,
+                                                               original_max_position_embeddings=32))),
+    "deepseek_v2-c": ("deepseek_v2", dict(vocab_size=91, hidden_size=32, intermediate_size=40,
+                                          moe_intermediate_size=12, num_hidden_layers=2, num_attention_heads=4,
+                                          kv_lora_rank=16, q_lora_rank=20, qk_nope_head_dim=6, qk_rope_head_dim=8,
+                                          v_head_dim=7, n_routed_experts=12, n_shared_experts=2,
+                                          num_experts_per_tok=4, first_k_dense_replace=0, n_group=4, topk_group=2,
+                                          topk_method="group_limited_greedy", routed_scaling_factor=1.75,
+                                          eos_token_id=90)),
+    # V3 routing: sigmoid + selection bias (randomised below), groups scored by their best two,
+    # renormalised or not, scaled; RoPE on adjacent pairs or on halves
+    "deepseek_v3-a": ("deepseek_v3", dict(vocab_size=97, hidden_size=40, intermediate_size=48,
+                                          moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                          num_key_value_heads=4, kv_lora_rank=24, q_lora_rank=20, qk_nope_head_dim=8, qk_rope_head_dim=6,
+                                          v_head_dim=10, n_routed_experts=8, n_shared_experts=1,
+                                          num_experts_per_tok=3, first_k_dense_replace=1, n_group=4, topk_group=2,
+                                          norm_topk_prob=True, routed_scaling_factor=2.5, eos_token_id=96,
+                                          rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                               mscale=0.707, mscale_all_dim=0.707,
+                                                               original_max_position_embeddings=64))),
+    "deepseek_v3-b": ("deepseek_v3", dict(vocab_size=85, hidden_size=36, intermediate_size=30,
+                                          moe_intermediate_size=14, num_hidden_layers=2, num_attention_heads=3,
+                                          num_key_value_heads=3, kv_lora_rank=18, q_lora_rank=None, qk_nope_head_dim=10,
+                                          qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=6, n_shared_experts=2,
+                                          num_experts_per_tok=2, first_k_dense_replace=0, n_group=1, topk_group=1,
+                                          norm_topk_prob=False, routed_scaling_factor=1.5, rope_interleave=False,
+                                          tie_word_embeddings=True, eos_token_id=84)),
 }
 
 _CLASSES = {
@@ -100,6 +145,8 @@ _CLASSES = {
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
 }
 
 
@@ -134,8 +181,9 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
     config = config_cls(**{**COMMON, **kwargs})
     torch.manual_seed(sum(map(ord, name)))
     model = _eager_experts(model_cls(config).eval())
-    # Norm weights default to ones and biases to zeros; randomise them so a mis-applied norm or
-    # bias cannot pass. Attention sinks get logits as large as the scores they compete with.
+    # Norm weights default to ones, biases and routers' selection biases to zeros; randomise them so
+    # a mis-applied norm or bias cannot pass. Attention sinks get logits as large as the scores
+    # they compete with.
     with torch.no_grad():
         for pname, param in model.named_parameters():
             if pname.endswith("norm.weight"):
@@ -144,6 +192,9 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
                 param.copy_(0.2 * torch.randn_like(param))
             elif pname.endswith("sinks"):
                 param.copy_(torch.randn_like(param))
+        for bname, buffer in model.named_buffers():
+            if bname.endswith("e_score_correction_bias"):
+                buffer.copy_(0.05 * torch.randn_like(buffer))
     path = root / name
     model.save_pretrained(path)
     model_bf16 = _eager_experts(model_cls(config).eval())

@@ -6,11 +6,11 @@ llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` 
 from __future__ import annotations
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter, RopeScalingType
+from gguf import ExpertGatingFuncType, GGMLQuantizationType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
 GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
-             "olmoe": "olmoe", "gpt_oss": "gpt-oss"}
+             "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
 QUANT = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
          "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
 
@@ -98,10 +98,63 @@ def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -
     w.close()
 
 
-def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None) -> None:
+def _deepseek2_metadata(w: GGUFWriter, cfg) -> None:
+    """llama.cpp's deepseek2 hyperparameters: latent attention as MQA (one KV head) with
+    key_length = kv_lora_rank + RoPE dims, the per-head sizes under *_mla, YaRN's mscale_all_dim
+    as 0.1 * it in yarn_log_multiplier."""
+    w.add_head_count_kv(1)
+    w.add_key_length(cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+    w.add_value_length(cfg.kv_lora_rank)
+    w.add_key_length_mla(cfg.qk_nope_head_dim + cfg.qk_rope_head_dim)
+    w.add_value_length_mla(cfg.v_head_dim)
+    w.add_rope_dimension_count(cfg.qk_rope_head_dim)
+    w.add_kv_lora_rank(cfg.kv_lora_rank)
+    if cfg.q_lora_rank is not None:
+        w.add_q_lora_rank(cfg.q_lora_rank)
+    w.add_leading_dense_block_count(cfg.first_k_dense_replace)
+    w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    w.add_expert_shared_count(cfg.n_shared_experts)
+    w.add_expert_weights_scale(cfg.routed_scaling_factor)
+    if cfg.n_group is not None:
+        w.add_expert_group_count(cfg.n_group)
+        w.add_expert_group_used_count(cfg.topk_group)
+    if cfg.model_type == "deepseek_v3":
+        w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
+    rope = cfg.rope_parameters
+    if rope.get("rope_type", "default") == "yarn":
+        w.add_rope_scaling_type(RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        if rope.get("mscale_all_dim"):
+            w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
+
+
+def _latent_attention(put, sd, p: str, b: str, cfg, joint_kv_b: bool) -> None:
+    """One layer's latent attention tensors under llama.cpp's names: kv_b_proj split per head into
+    attn_k_b [H, R, nope] (transposed) and attn_v_b [H, v, R], or kept joint as attn_kv_b."""
+    if cfg.q_lora_rank is None:
+        put(b + "attn_q.weight", sd[p + "self_attn.q_proj.weight"])
+    else:
+        put(b + "attn_q_a.weight", sd[p + "self_attn.q_a_proj.weight"])
+        put(b + "attn_q_a_norm.weight", sd[p + "self_attn.q_a_layernorm.weight"])
+        put(b + "attn_q_b.weight", sd[p + "self_attn.q_b_proj.weight"])
+    put(b + "attn_kv_a_mqa.weight", sd[p + "self_attn.kv_a_proj_with_mqa.weight"])
+    put(b + "attn_kv_a_norm.weight", sd[p + "self_attn.kv_a_layernorm.weight"])
+    kv_b = sd[p + "self_attn.kv_b_proj.weight"]
+    if joint_kv_b:
+        put(b + "attn_kv_b.weight", kv_b)
+    else:
+        heads = kv_b.reshape(cfg.num_attention_heads, cfg.qk_nope_head_dim + cfg.v_head_dim, kv_b.shape[-1])
+        put(b + "attn_k_b.weight", heads[:, :cfg.qk_nope_head_dim, :].transpose(0, 2, 1))
+        put(b + "attn_v_b.weight", heads[:, cfg.qk_nope_head_dim:, :])
+    put(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+
+
+def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None, joint_kv_b: bool = False) -> None:
     """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output;
     tokenizer: harmony's `tokenizers.Tokenizer` (tests/harmony.py) to write as gpt-oss's vocabulary,
-    or None for none."""
+    or None for none; joint_kv_b: write latent attention's up-projections as older llama.cpp did
+    (attn_kv_b)."""
     from safetensors.numpy import load_file
 
     cfg = model.config
@@ -115,18 +168,25 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    latent = arch == "deepseek2"
+    if latent:
+        _deepseek2_metadata(w, cfg)
+    else:
+        w.add_head_count_kv(cfg.num_key_value_heads)
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     if tokenizer is not None:
         _add_byte_level_vocab(w, tokenizer)
-    experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or 0
+    experts = (getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+               or getattr(cfg, "n_routed_experts", None) or 0)
     if model_type == "gpt_oss":
         _export_gpt_oss(w, cfg, sd, qtype)
         return
-    if model_type == "mixtral":
+    if latent:
+        w.add_feed_forward_length(cfg.intermediate_size)
+    elif model_type == "mixtral":
         w.add_feed_forward_length(cfg.intermediate_size)
     elif model_type == "olmoe":
         w.add_feed_forward_length(cfg.intermediate_size)
@@ -154,15 +214,18 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None)
     for l in range(L):
         p = f"model.layers.{l}."
         b = f"blk.{l}."
-        q, k = sd[p + "self_attn.q_proj.weight"], sd[p + "self_attn.k_proj.weight"]
-        if interleave:
-            q = _permute_for_interleaved_rope(q, cfg.num_attention_heads)
-            k = _permute_for_interleaved_rope(k, cfg.num_key_value_heads)
         put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
-        put(b + "attn_q.weight", q)
-        put(b + "attn_k.weight", k)
-        put(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
-        put(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+        if latent:
+            _latent_attention(put, sd, p, b, cfg, joint_kv_b)
+        else:
+            q, k = sd[p + "self_attn.q_proj.weight"], sd[p + "self_attn.k_proj.weight"]
+            if interleave:
+                q = _permute_for_interleaved_rope(q, cfg.num_attention_heads)
+                k = _permute_for_interleaved_rope(k, cfg.num_key_value_heads)
+            put(b + "attn_q.weight", q)
+            put(b + "attn_k.weight", k)
+            put(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+            put(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
         for proj in "qkv":
             if p + f"self_attn.{proj}_proj.bias" in sd:
                 put(b + f"attn_{proj}.bias", sd[p + f"self_attn.{proj}_proj.bias"])
@@ -182,6 +245,12 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None)
                                       ("ffn_down_shexp", "down_proj")):
                     put(b + gguf_name + ".weight", sd[p + f"mlp.shared_expert.{hf}.weight"])
                 put(b + "ffn_gate_inp_shexp.weight", sd[p + "mlp.shared_expert_gate.weight"][0])
+            if p + "mlp.shared_experts.gate_proj.weight" in sd:   # DeepSeek's: one ungated MLP
+                for gguf_name, hf in (("ffn_gate_shexp", "gate_proj"), ("ffn_up_shexp", "up_proj"),
+                                      ("ffn_down_shexp", "down_proj")):
+                    put(b + gguf_name + ".weight", sd[p + f"mlp.shared_experts.{hf}.weight"])
+            if p + "mlp.gate.e_score_correction_bias" in sd:
+                put(b + "exp_probs_b.bias", sd[p + "mlp.gate.e_score_correction_bias"])
         else:
             put(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
             put(b + "ffn_up.weight", sd[p + "mlp.up_proj.weight"])

@@ -97,7 +97,8 @@ def test_kv_read_bytes_counts_the_sliding_window():
 
     from colibri.bench import kv_read_bytes
 
-    c = SimpleNamespace(num_layers=2, num_kv_heads=3, head_dim=8, sliding_window=0, layer_windows=())
+    c = SimpleNamespace(num_layers=2, num_kv_heads=3, head_dim=8, sliding_window=0, layer_windows=(),
+                        is_latent=False)
     per_position = 2 * 2 * 3 * 8 * 2   # K and V, f16
     assert kv_read_bytes(c, "f16", 4, 2) == per_position * (5 + 6) // 2
     c.sliding_window = 5   # steps at positions 4 and 5 attend 5 positions each

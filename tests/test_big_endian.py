@@ -38,14 +38,16 @@ ROOT = Path(__file__).resolve().parent.parent
 CROSS_CC = shutil.which("s390x-linux-gnu-gcc")
 QEMU = shutil.which("qemu-s390x") or shutil.which("qemu-s390x-static")
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
-CORE = ("error", "model", "context", "threadpool", "matmul", "attention", "moe", "router", "forward", "profile",
-        "native_file", "json_check", "quantize")
+CORE = ("error", "model", "context", "threadpool", "matmul", "attention", "attention_latent", "moe", "router",
+        "forward", "profile", "native_file", "json_check", "quantize")
 KERNELS = ("convert", "dot", "ops", "quant", "quant_dot", "dispatch")   # portable: no ISA folder
 PROGRAM = ROOT / "tests" / "c" / "native_logits.c"
 FLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc" / "include")]
 # (tiny model, colibri convert dtype): mixtral-c's rows of 64 take every block type (its expert
-# down rows of 33 stay F16); qwen2_moe-a adds attention biases, a shared expert and a dense layer.
-FILES = [("mixtral-c", d) for d in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")] + [("qwen2_moe-a", "bf16")]
+# down rows of 33 stay F16); qwen2_moe-a adds attention biases, a shared expert and a dense layer;
+# deepseek_v3-a latent attention and sigmoid routing with a selection bias.
+FILES = [("mixtral-c", d) for d in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")] + [("qwen2_moe-a", "bf16"),
+                                                                                   ("deepseek_v3-a", "bf16")]
 N_TOKENS = 12
 
 pytestmark = pytest.mark.skipif(

@@ -19,7 +19,9 @@ from gguf_export import export_gguf
 # gpt_oss-b is left out: its layer_types and SwiGLU limits are not gpt-oss's own, which llama.cpp's
 # GGUF metadata cannot express (its loader hard-codes them)
 MODELS = ["llama-c", "mixtral-a", "mixtral-c", "qwen2_moe-a", "qwen2_moe-b", "qwen3_moe-a", "olmoe-a", "olmoe-c",
-          "gpt_oss-a"]
+          "gpt_oss-a",
+          # deepseek_v3-b rotates halves (rope_interleave false), which llama.cpp's deepseek2 cannot express
+          "deepseek_v2-b", "deepseek_v2-c", "deepseek_v3-a"]
 
 
 def _hf_logits(model, ids):

@@ -272,7 +272,7 @@ MALFORMED = {
     "header n_layer differs": (lambda d: _set_header(d, "n_layer", 9), "n_layer"),
     "hparams insane": (_hparam_n_head_kv_zero, "n_head_kv"),
     "hparams n_ext wrong": (lambda d: struct.pack_into("<I", d, 64 + native.HPARAMS_V1_BYTES, 10), "hparams_size"),
-    "hparams extension unknown": (_unknown_hparams_extension, "extension field 9 is unknown"),
+    "hparams extension unknown": (_unknown_hparams_extension, f"extension field {len(native._HP_EXT)} is unknown"),
     "offset misaligned": (lambda d: _set_entry(d, 3, "offset", _entry(d, 3).offset + 8), "not a multiple of 64"),
     "offset past EOF": (lambda d: _set_entry(d, 3, "offset", 1 << 50), "past the end"),
     "overlap": (lambda d: _set_entry(d, 3, "offset", _entry(d, 2).offset), "overlaps"),

@@ -52,7 +52,9 @@ _HP_SCALARS = struct.Struct("<" + "i" * len(_HP_INTS) + "f" * len(_HP_FLOATS) + 
 # with fewer leaves the rest 0 (their defaults); ones this reader does not know must be 0.
 _HP_EXT = (("router_score", "i"), ("router_bias", "i"), ("router_sel_bias", "i"), ("router_n_group", "i"),
            ("router_group_used", "i"), ("router_group_top", "i"), ("router_norm_min", "f"),
-           ("router_norm_eps", "f"), ("router_scale", "f"))
+           ("router_norm_eps", "f"), ("router_scale", "f"),
+           ("kv_lora_rank", "i"), ("q_lora_rank", "i"), ("head_dim_nope", "i"), ("head_dim_v", "i"),
+           ("latent_norm_eps", "f"))
 assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_V1_BYTES
 
 # dtype id -> (name, elements per block, bytes per block)
@@ -61,7 +63,7 @@ DTYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("BF16", 1, 2),
 DTYPE_IDS = {name: i for i, (name, _, _) in DTYPES.items()}
 KINDS = _native.TENSOR_KINDS
 _VECTOR_KINDS = {"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM", "ROUTER_BIAS",
-                 "ROUTER_SEL_BIAS"}
+                 "ROUTER_SEL_BIAS", "Q_A_NORM", "KV_A_NORM"}
 _EXPERT_KINDS = {"EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN"}
 
 # Side files a converted model carries in metadata["files"] (name -> text).
@@ -125,8 +127,9 @@ def _describe(kind: str, layer: int, expert: int) -> str:
 def encode_hparams(config: ModelConfig) -> bytes:
     """The hparams block of a ModelConfig, through the same mapping the C model is built with."""
     hp, (inv_freq, layer_is_moe, _) = hparams_for(config)
-    beyond = [name for name in ("layer_window", "attn_out_bias", "attn_sinks", "expert_bias",
-                                "ffn_act") if getattr(hp, name)]
+    # every colibri_hparams field the block does not hold must be off (0 or NULL)
+    beyond = [name for name, _ in hp._fields_ if name not in _HP_FIELDS and name not in dict(_HP_EXT)
+              and name not in ("rope_inv_freq", "layer_is_moe") and getattr(hp, name)]
     if beyond:
         raise ModelError(f"{config.architecture}: the .colibri format (version {VERSION}) cannot hold "
                          f"{', '.join(beyond)} yet; load the Hugging Face directory or GGUF file instead")
@@ -187,6 +190,7 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
         require(np.isfinite(hp[name]) and hp[name] >= 0, f"{name} must be finite and >= 0")
     require(bool(np.isfinite(hp["rope_attn_factor"])), "rope_attn_factor must be finite")
     require(bool(np.isfinite(hp["rope_inv_freq"]).all()), "rope_inv_freq has a non-finite value")
+    _check_latent(hp, require)
     moe = hp["layer_is_moe"]
     require(all(v in (0, 1) for v in moe), "layer_is_moe values must be 0 or 1")
     require(all(moe) or hp["n_ff"] > 0, "dense layers need n_ff > 0")
@@ -199,6 +203,23 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
         require(hp["n_expert"] == hp["n_expert_used"] == hp["n_ff_expert"] == 0,
                 "n_expert, n_expert_used and n_ff_expert must be 0 without MoE layers, got "
                 f"{hp['n_expert']}, {hp['n_expert_used']}, {hp['n_ff_expert']}")
+
+
+def _check_latent(hp: dict[str, Any], require: Callable[[bool, str], None]) -> None:
+    """colibri_hparams_check's latent attention checks (csrc/core/model.c), with the same wording."""
+    require(all(0 <= hp[name] <= 1 << 20 for name in ("kv_lora_rank", "q_lora_rank", "head_dim_nope", "head_dim_v")),
+            f"kv_lora_rank, q_lora_rank, head_dim_nope and head_dim_v must be in [0, {1 << 20}]")
+    if hp["kv_lora_rank"] > 0:
+        require(hp["head_dim_nope"] > 0 and hp["head_dim_v"] > 0,
+                "latent attention (kv_lora_rank > 0) needs head_dim_nope and head_dim_v > 0")
+        require(hp["n_head_kv"] == 1, f"latent attention needs n_head_kv = 1 (one latent), got {hp['n_head_kv']}")
+        require(not hp["attn_bias"] and not hp["qk_norm"] and hp["qkv_clip"] == 0 and not hp["sliding_window"],
+                "latent attention has no attn_bias, qk_norm, qkv_clip, sliding window, attn_out_bias or attn_sinks")
+        require(bool(np.isfinite(hp["latent_norm_eps"])) and hp["latent_norm_eps"] >= 0,
+                "latent_norm_eps must be finite and >= 0")
+    else:
+        require(hp["q_lora_rank"] == 0 and hp["head_dim_nope"] == 0 and hp["head_dim_v"] == 0,
+                "q_lora_rank, head_dim_nope and head_dim_v need latent attention (kv_lora_rank > 0)")
 
 
 def _check_router(hp: dict[str, Any], require: Callable[[bool, str], None]) -> None:
@@ -228,6 +249,15 @@ def _check_router(hp: dict[str, Any], require: Callable[[bool, str], None]) -> N
             "router_scale must be finite and >= 0 (0 = 1)")
 
 
+def _latent_tensors(hp: dict[str, Any], l: int) -> list[tuple[str, int, int, int, int]]:
+    """Layer l's latent attention tensors (colibri.h's shapes)."""
+    D, H, R, Rq, hd = hp["n_embd"], hp["n_head"], hp["kv_lora_rank"], hp["q_lora_rank"], hp["head_dim"]
+    Qm, dv = H * (hp["head_dim_nope"] + hd), hp["head_dim_v"]
+    out = [("WQ_A", l, -1, Rq, D), ("Q_A_NORM", l, -1, 1, Rq), ("WQ_B", l, -1, Qm, Rq)] if Rq else [("WQ", l, -1, Qm, D)]
+    return out + [("WO", l, -1, D, H * dv), ("WKV_A", l, -1, R + hd, D), ("KV_A_NORM", l, -1, 1, R),
+                  ("WK_B", l, -1, H * R, hp["head_dim_nope"]), ("WV_B", l, -1, H * dv, R)]
+
+
 def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]:
     """(kind, layer, expert, rows, cols) of every tensor the hparams call for, in directory order
     (the rules of colibri_model_set_tensor / finalize)."""
@@ -237,8 +267,11 @@ def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]
     if not hp["tied_embeddings"]:
         out.append(("OUTPUT", -1, -1, V, D))
     for l, moe in enumerate(hp["layer_is_moe"]):
-        out += [("ATTN_NORM", l, -1, 1, D), ("WQ", l, -1, Q, D), ("WK", l, -1, K, D), ("WV", l, -1, K, D),
-                ("WO", l, -1, D, Q)]
+        out.append(("ATTN_NORM", l, -1, 1, D))
+        if hp["kv_lora_rank"] > 0:
+            out += _latent_tensors(hp, l)
+        else:
+            out += [("WQ", l, -1, Q, D), ("WK", l, -1, K, D), ("WV", l, -1, K, D), ("WO", l, -1, D, Q)]
         if hp["attn_bias"]:
             out += [("BQ", l, -1, 1, Q), ("BK", l, -1, 1, K), ("BV", l, -1, 1, K)]
         if hp["qk_norm"]:
@@ -261,7 +294,7 @@ def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]
             out.append(("ROUTER_BIAS", l, -1, 1, hp["n_expert"]))
         if hp["router_sel_bias"]:
             out.append(("ROUTER_SEL_BIAS", l, -1, 1, hp["n_expert"]))
-    return out
+    return sorted(out, key=lambda t: Entry(KINDS.index(t[0]), t[1], t[2], 0, 0, 0, 0, 0).order_key())
 
 
 # ==================================================================================== writer

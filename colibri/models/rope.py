@@ -77,6 +77,21 @@ def from_config(cfg: "ConfigReader", head_dim: int) -> Rotary:
     return Rotary(theta, inv_freq, attention_factor)
 
 
+def softmax_mscale(cfg: "ConfigReader") -> float:
+    """YaRN's ``mscale_all_dim`` as DeepSeek's latent attention applies it: the softmax scale of
+    every q.k dim (not only the rotary ones) times mscale(factor, mscale_all_dim)^2; 1 for the
+    default rope or without mscale_all_dim (transformers' ``yarn_apply_mscale``)."""
+    params, source = _scaling_params(cfg)
+    kind = params.get("rope_type", params.get("type", "default")) or "default"
+    m_all = params.get("mscale_all_dim")
+    if kind == "default" or not m_all:
+        return 1.0
+    m_all = _number(cfg, params, source, "mscale_all_dim")
+    factor = _number(cfg, params, source, "factor")
+    mscale = 1.0 if factor <= 1 else 0.1 * m_all * math.log(factor) + 1.0
+    return mscale * mscale
+
+
 def _llama3(cfg, params, source, inv_freq: np.ndarray) -> np.ndarray:
     """Llama 3.1 scaling: long wavelengths divided by `factor`, short ones kept, a smooth band between."""
     factor = _number(cfg, params, source, "factor")

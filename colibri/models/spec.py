@@ -132,6 +132,14 @@ class ModelConfig:
     router_norm_min: float = 0.0         # renormalisation divides by max(sum, min) + eps
     router_norm_eps: float = 0.0
     router_scale: float = 1.0            # gates multiplied by this (routed_scaling_factor)
+    # latent KV attention (multi-head latent attention): kv_lora_rank > 0 turns it on; head_dim is
+    # then the RoPE part of a query/key head, qk_nope_head_dim the rest, num_kv_heads 1
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0             # 0: queries projected straight from the hidden state
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    latent_norm_eps: float = 1e-6    # RMSNorm epsilon of the q and kv latents
+    attention_scale: float = 0.0     # softmax scale; 0 = 1/sqrt(query head width)
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     layer_windows: tuple[int, ...] = ()   # per-layer sliding window (0 = full); () = sliding_window everywhere
@@ -146,13 +154,18 @@ class ModelConfig:
     def is_moe(self) -> bool:
         return self.num_experts > 0 and bool(self.moe_layers)
 
+    @property
+    def is_latent(self) -> bool:
+        return self.kv_lora_rank > 0
 
-def read_common(cfg: ConfigReader, architecture: str, **moe: Any) -> ModelConfig:
+
+def read_common(cfg: ConfigReader, architecture: str, *, head_dim: int | None = None, **moe: Any) -> ModelConfig:
     """The fields every supported decoder shares, plus the architecture's MoE fields.
 
     ``moe`` holds the ModelConfig fields the architecture decides itself
-    (experts, top_k, widths, routing flags, qk_norm, …). Checks cross-field
-    sanity that holds for every architecture.
+    (experts, top_k, widths, routing flags, qk_norm, …). ``head_dim``, when
+    given, replaces config.json's head_dim (latent attention: the RoPE dims).
+    Checks cross-field sanity that holds for every architecture.
     """
     act = cfg.require_value("hidden_act", ("silu",), "silu")
     del act
@@ -161,9 +174,10 @@ def read_common(cfg: ConfigReader, architecture: str, **moe: Any) -> ModelConfig
     kv_heads = cfg.int("num_key_value_heads", heads, max=4096)
     if heads % kv_heads:
         raise cfg.error("num_key_value_heads", f"= {kv_heads} must divide num_attention_heads ({heads})")
-    if cfg.raw.get("head_dim") is None and hidden % heads:
-        raise cfg.error("num_attention_heads", f"= {heads} must divide hidden_size ({hidden})")
-    head_dim = cfg.int("head_dim", hidden // heads, max=4096)
+    if head_dim is None:
+        if cfg.raw.get("head_dim") is None and hidden % heads:
+            raise cfg.error("num_attention_heads", f"= {heads} must divide hidden_size ({hidden})")
+        head_dim = cfg.int("head_dim", hidden // heads, max=4096)
     if head_dim % 2:
         raise cfg.error("head_dim", f"= {head_dim} must be even for rotary embeddings")
     layers = cfg.int("num_hidden_layers", max=4096)
@@ -297,8 +311,13 @@ class GGUFMapping:
     fixed: dict[str, Any] = field(default_factory=dict)
     rope_interleaved: bool = False
     has_experts: bool = True     # tells mixtral (experts) from llama (dense) under GGUF "llama"
-    names: dict[str, str] = field(default_factory=dict)
+    names: dict[str, "str | Derived"] = field(default_factory=dict)
     rope_fixed: dict[str, Any] = field(default_factory=dict)   # rope_scaling entries GGUF metadata lacks
+    # metadata key (after "<arch>.") -> the values it must hold for this architecture (None: absent),
+    # to tell architectures apart that llama.cpp writes under one name (deepseek2: V2 or V3)
+    requires: dict[str, tuple] = field(default_factory=dict)
+    # config fields that are not one metadata key each: fill(metadata, "<arch>.", config) adds them
+    fill: Callable[[dict[str, Any], str, dict[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -306,9 +325,10 @@ class Derived:
     """A tensor the C core reads in another layout than the checkpoint stores it: built once at
     load by ``build(read, slot, config)``, where ``read(name)`` returns a checkpoint tensor as
     ``(dtype, array)`` (BF16 as raw uint16 bits, block types as raw bytes) and ModelError when it
-    is missing. ``build`` returns ``(dtype, array)`` in the C core's layout: a permutation of the
-    stored elements or blocks, never a dequantization. ``name`` (with ``{l}``) names the main
-    source tensor in messages."""
+    is missing (``read(name, optional=True)``: None). ``build`` returns ``(dtype, array)`` in the C core's layout: a permutation of the
+    stored elements or blocks, never a dequantization (one exception: a transposition across
+    the blocks of a block type, which yields float32; latent.py). ``name`` (with ``{l}``) names
+    the main source tensor in messages. Hugging Face names and GGUFMapping.names take them."""
 
     name: str
     build: Callable[..., tuple[str, np.ndarray]]
@@ -375,10 +395,13 @@ def tensor_slots(arch: Architecture, c: ModelConfig, *, limit: int | None = None
     moe_layers = set(c.moe_layers)
     for l in range(c.num_layers):
         add("ATTN_NORM", (D,), l)
-        add("WQ", (Q, D), l)
-        add("WK", (K, D), l)
-        add("WV", (K, D), l)
-        add("WO", (D, Q), l)
+        if c.is_latent:
+            _latent_slots(c, l, add)
+        else:
+            add("WQ", (Q, D), l)
+            add("WK", (K, D), l)
+            add("WV", (K, D), l)
+            add("WO", (D, Q), l)
         if c.attention_bias:
             add("BQ", (Q,), l)
             add("BK", (K,), l)
@@ -421,3 +444,21 @@ def tensor_slots(arch: Architecture, c: ModelConfig, *, limit: int | None = None
             add("FFN_UP", (c.intermediate_size, D), l)
             add("FFN_DOWN", (D, c.intermediate_size), l)
     return slots
+
+
+def _latent_slots(c: ModelConfig, l: int, add) -> None:
+    """Layer l's latent attention tensors (WK_B and WV_B: see latent.py)."""
+    D, H, R, dr = c.hidden_size, c.num_heads, c.kv_lora_rank, c.head_dim
+    dn, dv, Rq = c.qk_nope_head_dim, c.v_head_dim, c.q_lora_rank
+    Qm = H * (dn + dr)
+    if Rq:
+        add("WQ_A", (Rq, D), l)
+        add("Q_A_NORM", (Rq,), l)
+        add("WQ_B", (Qm, Rq), l)
+    else:
+        add("WQ", (Qm, D), l)
+    add("WKV_A", (R + dr, D), l)
+    add("KV_A_NORM", (R,), l)
+    add("WK_B", (H * R, dn), l)
+    add("WV_B", (H * dv, R), l)
+    add("WO", (D, H * dv), l)

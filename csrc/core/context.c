@@ -61,6 +61,16 @@ static size_t colibri_max3(size_t a, size_t b, size_t c) {
     return ab > c ? ab : c;
 }
 
+/* a*b*c, flagging p->overflow when size_t cannot hold it. */
+static size_t colibri_size_mul3(colibri_arena_plan *p, size_t a, size_t b, size_t c) {
+    size_t factors[3] = {a, b, c}, product = 1;
+    for (int i = 0; i < 3; i++) {
+        if (factors[i] != 0 && product > SIZE_MAX / factors[i]) p->overflow = 1;
+        product *= factors[i];
+    }
+    return product;
+}
+
 /* Bytes of quantized activations one matmul run can need: at most T*(k+1)
  * distinct rows (the routed experts' gathered rows plus the shared expert's)
  * of at most X elements, once per quantized activation type the model uses. */
@@ -83,19 +93,29 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     size_t f = sizeof(float), i32 = sizeof(int32_t);
     size_t S = (size_t)ctx->n_seq, L = (size_t)hp->n_layer, C = (size_t)ctx->n_ctx;
     colibri_scratch *s = &ctx->s;
+    /* latent attention (all 0 without): H heads, latent R, cached row Kl, queries Qm, WO input Ov */
+    int latent = hp->kv_lora_rank > 0;
+    size_t H = latent ? (size_t)hp->n_head : 0, R = (size_t)hp->kv_lora_rank, Rq = (size_t)hp->q_lora_rank;
+    size_t Kl = latent ? R + (size_t)hp->head_dim : 0;
+    size_t Qm = H * ((size_t)hp->head_dim_nope + (size_t)hp->head_dim), Ov = H * (size_t)hp->head_dim_v;
 
     ctx->seq_len = colibri_arena_take(p, i32, S, 1, 1, 1);
     size_t kv = (size_t)colibri_type_traits_of(ctx->kv_dtype)->block_bytes;   /* bytes per cache element */
-    ctx->k_cache = colibri_arena_take(p, kv, S, L, C, K);
-    ctx->v_cache = colibri_arena_take(p, kv, S, L, C, K);
+    ctx->k_cache = colibri_arena_take(p, kv, S, L, C, latent ? Kl : K);
+    ctx->v_cache = colibri_arena_take(p, kv, S, L, C, latent ? 0 : K);
     s->x = colibri_arena_take(p, f, T, D, 1, 1);
     s->h = colibri_arena_take(p, f, T, D, 1, 1);
-    s->q = colibri_arena_take(p, f, T, Q, 1, 1);
-    s->k = colibri_arena_take(p, f, T, K, 1, 1);
+    s->q = colibri_arena_take(p, f, T, Q > Qm ? Q : Qm, 1, 1);
+    s->k = colibri_arena_take(p, f, T, K > Kl ? K : Kl, 1, 1);
     s->v = colibri_arena_take(p, f, T, K, 1, 1);
-    s->attn = colibri_arena_take(p, f, T, Q, 1, 1);
+    s->attn = colibri_arena_take(p, f, T, Q > Ov ? Q : Ov, 1, 1);
+    s->q_a = colibri_arena_take(p, f, T, Rq, 1, 1);
+    s->q_lat = colibri_arena_take(p, f, T, H, Kl, 1);
+    s->attn_lat = colibri_arena_take(p, f, T, H, R, 1);
+    s->head_w = colibri_arena_take(p, sizeof(colibri_tensor), H, 1, 1, 1);
+    s->head_jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), H, 1, 1, 1);
     s->o = colibri_arena_take(p, f, T, D, 1, 1);
-    s->wvec = colibri_arena_take(p, f, colibri_max3(colibri_max3(D, Q, K), E, 0), 1, 1, 1);
+    s->wvec = colibri_arena_take(p, f, colibri_max3(colibri_max3(D, Q, K), colibri_max3(E, Rq, R), 0), 1, 1, 1);
     s->rope_cs = colibri_arena_take(p, f, T, (size_t)hp->head_dim, 1, 1);
     s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, COLIBRI_ATTN_TILE,
                                    (size_t)colibri_score_stride(ctx->n_ctx), 1);
@@ -115,8 +135,14 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->eg = colibri_arena_take(p, f, T, k, Fe, 1);
     s->eu = colibri_arena_take(p, f, T, k, Fe, 1);
     s->yg = colibri_arena_take(p, f, T, k, D, 1);
-    size_t X = colibri_max3(colibri_max3(D, Q, F), Fe, 0);
-    s->xq = colibri_arena_take(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1, 1, 1);
+    /* one run's quantized rows: the experts' T*(k+1), or latent attention's per-head runs
+     * (up to one chunk of H jobs, T rows each, of head_dim_nope or R columns) */
+    size_t X = colibri_max3(colibri_max3(D, Q, F), colibri_max3(Fe, Ov, Rq), 0);
+    size_t xq_moe = colibri_size_mul3(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1);
+    size_t head_chunk = (size_t)COLIBRI_MATMUL_JOBS_MAX(E) < H ? (size_t)COLIBRI_MATMUL_JOBS_MAX(E) : H;
+    size_t X_head = colibri_max3((size_t)hp->head_dim_nope, R, 0);
+    size_t xq_heads = colibri_size_mul3(p, colibri_xq_bytes_per_row(ctx->model, X_head), T, head_chunk);
+    s->xq = colibri_arena_take(p, xq_moe > xq_heads ? xq_moe : xq_heads, 1, 1, 1, 1);
     s->job_xq = colibri_arena_take(p, sizeof(void *), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->xq_jobs = colibri_arena_take(p, i32, (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->mlps = colibri_arena_take(p, sizeof(colibri_mlp), E + 1, 1, 1, 1);

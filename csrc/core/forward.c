@@ -125,7 +125,11 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
     for (int32_t l = 0; l < hp->n_layer; l++) {
         colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_ATTN_NORM], s->x, s->h, T);
         colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, l);
-        colibri_attention_block(ctx, l, batch);
+        if (hp->kv_lora_rank > 0) {
+            colibri_latent_attention_block(ctx, l, batch);
+        } else {
+            colibri_attention_block(ctx, l, batch);
+        }
         colibri_profile_mark(ctx, COLIBRI_STAGE_ATTENTION, l);
         colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_FFN_NORM], s->x, s->h, T);
         colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, l);

@@ -123,14 +123,22 @@ typedef struct colibri_mlp {
 
 /* Scratch for one step of up to T = n_batch tokens (D = n_embd, Q, K as in
  * colibri.h, E = n_expert, k = n_expert_used, Fe = n_ff_expert,
- * F = max(n_ff, n_ff_shared)). All inside the context's one arena. */
+ * F = max(n_ff, n_ff_shared); latent attention: H = n_head, R = kv_lora_rank,
+ * Kl = R + head_dim the cached row, Qm = H*(head_dim_nope + head_dim) the
+ * queries, Rq = q_lora_rank, and q, k, attn are at least [T, Qm], [T, Kl],
+ * [T, H*head_dim_v]). All inside the context's one arena. */
 typedef struct colibri_scratch {
     float *x;              /* x: [T, D] residual stream */
     float *h;              /* h: [T, D] normed input of a block */
-    float *q;              /* q: [T, Q] */
-    float *k;              /* k: [T, K] */
+    float *q;              /* q: [T, Q] (latent attention: [T, Qm]) */
+    float *k;              /* k: [T, K] (latent attention: [T, Kl] latent rows to cache) */
     float *v;              /* v: [T, K] */
-    float *attn;           /* attn: [T, Q] attention output before Wo */
+    float *attn;           /* attn: [T, Q] attention output before Wo (latent: [T, H*head_dim_v]) */
+    float *q_a;            /* q_a: [T, Rq] the query latent (latent attention with q_lora_rank) */
+    float *q_lat;          /* q_lat: [T, H, Kl] queries with the key up-projection absorbed */
+    float *attn_lat;       /* attn_lat: [T, H, R] attention output over the latent rows */
+    colibri_tensor *head_w;    /* head_w: [H] one head's rows of WK_B or WV_B (latent attention) */
+    colibri_matmul_job *head_jobs;   /* head_jobs: [H] one matmul per head (latent attention) */
     float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
     float *wvec;           /* wvec: [max(D, Q, K, E)] a 1-D weight converted to f32 */
     float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
@@ -172,8 +180,10 @@ struct colibri_context {
     size_t arena_bytes;     /* its mapped length */
     int huge_pages;         /* 1 if the kernel accepted MADV_HUGEPAGE for it */
     int32_t *seq_len;       /* seq_len: [n_seq] cached positions per sequence */
-    void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype */
-    void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype */
+    void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype;
+                               latent attention: [n_seq, n_layer, n_ctx, Kl] latent rows */
+    void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype
+                               (empty for latent attention) */
     int32_t kv_dtype;       /* COLIBRI_DTYPE_F32 or COLIBRI_DTYPE_F16 */
     colibri_scratch s;
     struct colibri_profile *profile;   /* stage timers while profiling (colibri_profile_enable),
@@ -196,6 +206,8 @@ float *colibri_vec_load(colibri_context *ctx, const colibri_tensor *w);
 /* Attention block of layer `layer` over the batch: reads s.h, adds the
  * projected attention output into s.x, writes this batch's K/V into the cache. */
 void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch);
+/* The same for latent KV attention (kv_lora_rank > 0, attention_latent.c). */
+void colibri_latent_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch);
 /* MoE block of layer `layer`: reads s.h [T, D], adds the MoE output into s.x,
  * writes route outputs for this layer when asked. */
 void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t n_tokens,

@@ -17,7 +17,7 @@ static const char *const colibri_kind_names[COLIBRI_T_COUNT] = {
     "Q_NORM", "K_NORM", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "ROUTER", "EXPERT_GATE",
     "EXPERT_UP", "EXPERT_DOWN", "SHARED_GATE", "SHARED_UP", "SHARED_DOWN", "SHARED_ROUTER",
     "ROUTER_BIAS", "ROUTER_SEL_BIAS", "BO", "ATTN_SINKS", "EXPERT_GATE_BIAS", "EXPERT_UP_BIAS",
-    "EXPERT_DOWN_BIAS",
+    "EXPERT_DOWN_BIAS", "WQ_A", "Q_A_NORM", "WQ_B", "WKV_A", "KV_A_NORM", "WK_B", "WV_B",
 };
 
 static int colibri_kind_is_global(int32_t kind) {
@@ -36,6 +36,7 @@ static int colibri_kind_is_vector(int32_t kind) {
     case COLIBRI_T_ROUTER_BIAS: case COLIBRI_T_ROUTER_SEL_BIAS:
     case COLIBRI_T_BO: case COLIBRI_T_ATTN_SINKS:
     case COLIBRI_T_EXPERT_GATE_BIAS: case COLIBRI_T_EXPERT_UP_BIAS: case COLIBRI_T_EXPERT_DOWN_BIAS:
+    case COLIBRI_T_Q_A_NORM: case COLIBRI_T_KV_A_NORM:
         return 1;
     default: return 0;
     }
@@ -45,6 +46,13 @@ static int colibri_kind_is_vector(int32_t kind) {
 
 static int colibri_flag_ok(int32_t v) {
     return v == 0 || v == 1;
+}
+
+/* Latent attention's sizes stay far below INT32_MAX, so sums such as
+ * kv_lora_rank + head_dim never overflow. */
+#define COLIBRI_LATENT_SIZE_MAX (1 << 20)
+static int colibri_latent_size_ok(int32_t v) {
+    return v >= 0 && v <= COLIBRI_LATENT_SIZE_MAX;
 }
 
 /* Returns 0 or COLIBRI_ERR_INVALID with the first problem found. */
@@ -94,6 +102,28 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
                     "hparams: SWIGLU_CLAMPED needs finite ffn_alpha > 0 and ffn_limit > 0");
     COLIBRI_REQUIRE(hp->rope_inv_freq != NULL, "hparams: rope_inv_freq is NULL");
     COLIBRI_REQUIRE(hp->layer_is_moe != NULL, "hparams: layer_is_moe is NULL");
+    COLIBRI_REQUIRE(colibri_latent_size_ok(hp->kv_lora_rank) && colibri_latent_size_ok(hp->q_lora_rank) &&
+                    colibri_latent_size_ok(hp->head_dim_nope) && colibri_latent_size_ok(hp->head_dim_v),
+                    "hparams: kv_lora_rank, q_lora_rank, head_dim_nope and head_dim_v must be in [0, %d]",
+                    COLIBRI_LATENT_SIZE_MAX);
+    if (hp->kv_lora_rank > 0) {
+        COLIBRI_REQUIRE(hp->head_dim_nope > 0 && hp->head_dim_v > 0,
+                        "hparams: latent attention (kv_lora_rank > 0) needs head_dim_nope and head_dim_v > 0");
+        COLIBRI_REQUIRE(hp->n_head_kv == 1, "hparams: latent attention needs n_head_kv = 1 (one latent), got %d",
+                        hp->n_head_kv);
+        int windowed = hp->sliding_window != 0;
+        for (int32_t l = 0; hp->layer_window && l < hp->n_layer; l++) windowed |= hp->layer_window[l] != 0;
+        COLIBRI_REQUIRE(!hp->attn_bias && hp->qk_norm == COLIBRI_QK_NORM_NONE && hp->qkv_clip == 0.0f && !windowed &&
+                        !hp->attn_out_bias && !hp->attn_sinks,
+                        "hparams: latent attention has no attn_bias, qk_norm, qkv_clip, sliding window, "
+                        "attn_out_bias or attn_sinks");
+        COLIBRI_REQUIRE(isfinite(hp->latent_norm_eps) && hp->latent_norm_eps >= 0.0f,
+                        "hparams: latent_norm_eps must be finite and >= 0");
+    } else {
+        COLIBRI_REQUIRE(hp->q_lora_rank == 0 && hp->head_dim_nope == 0 && hp->head_dim_v == 0,
+                        "hparams: q_lora_rank, head_dim_nope and head_dim_v need latent attention "
+                        "(kv_lora_rank > 0)");
+    }
     for (int32_t i = 0; i < hp->head_dim / 2; i++) {
         COLIBRI_REQUIRE(isfinite(hp->rope_inv_freq[i]), "hparams: rope_inv_freq[%d] is not finite", i);
     }
@@ -190,11 +220,15 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
     int64_t K = (int64_t)hp->n_head_kv * hp->head_dim;
     int moe = !colibri_kind_is_global(kind) && m->layer_is_moe[layer];
     int per_head = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD;
+    int latent = hp->kv_lora_rank > 0, q_lora = hp->q_lora_rank > 0;
+    int64_t R = hp->kv_lora_rank, Rq = hp->q_lora_rank, H = hp->n_head;
+    if (latent) Q = H * (hp->head_dim_nope + hp->head_dim);   /* a query head: nope dims, then RoPE dims */
+    int64_t O = latent ? H * hp->head_dim_v : Q;               /* WO's input width */
     int64_t shape[COLIBRI_T_COUNT][2] = {
         [COLIBRI_T_TOKEN_EMBD] = {hp->n_vocab, D}, [COLIBRI_T_OUTPUT_NORM] = {1, D},
         [COLIBRI_T_OUTPUT] = {hp->n_vocab, D},     [COLIBRI_T_ATTN_NORM] = {1, D},
         [COLIBRI_T_WQ] = {Q, D},                    [COLIBRI_T_WK] = {K, D},
-        [COLIBRI_T_WV] = {K, D},                    [COLIBRI_T_WO] = {D, Q},
+        [COLIBRI_T_WV] = {K, D},                    [COLIBRI_T_WO] = {D, O},
         [COLIBRI_T_BQ] = {1, Q},                    [COLIBRI_T_BK] = {1, K},
         [COLIBRI_T_BV] = {1, K},
         [COLIBRI_T_Q_NORM] = {1, per_head ? hp->head_dim : Q},
@@ -211,11 +245,19 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
         [COLIBRI_T_EXPERT_GATE_BIAS] = {hp->n_expert, hp->n_ff_expert},
         [COLIBRI_T_EXPERT_UP_BIAS] = {hp->n_expert, hp->n_ff_expert},
         [COLIBRI_T_EXPERT_DOWN_BIAS] = {hp->n_expert, D},
+        [COLIBRI_T_WQ_A] = {Rq, D},                 [COLIBRI_T_Q_A_NORM] = {1, Rq},
+        [COLIBRI_T_WQ_B] = {Q, Rq},                 [COLIBRI_T_WKV_A] = {R + hp->head_dim, D},
+        [COLIBRI_T_KV_A_NORM] = {1, R},             [COLIBRI_T_WK_B] = {H * R, hp->head_dim_nope},
+        [COLIBRI_T_WV_B] = {H * hp->head_dim_v, R},
     };
     *rows = shape[kind][0];
     *cols = shape[kind][1];
     switch (kind) {
     case COLIBRI_T_OUTPUT: return !hp->tied_embeddings;
+    case COLIBRI_T_WQ: return !latent || !q_lora;
+    case COLIBRI_T_WK: case COLIBRI_T_WV: return !latent;
+    case COLIBRI_T_WQ_A: case COLIBRI_T_Q_A_NORM: case COLIBRI_T_WQ_B: return latent && q_lora;
+    case COLIBRI_T_WKV_A: case COLIBRI_T_KV_A_NORM: case COLIBRI_T_WK_B: case COLIBRI_T_WV_B: return latent;
     case COLIBRI_T_BQ: case COLIBRI_T_BK: case COLIBRI_T_BV: return hp->attn_bias;
     case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: return hp->qk_norm != COLIBRI_QK_NORM_NONE;
     case COLIBRI_T_FFN_GATE: case COLIBRI_T_FFN_UP: case COLIBRI_T_FFN_DOWN: return !moe;
@@ -238,6 +280,13 @@ static int colibri_tensor_expected(const colibri_model *m, int32_t kind, int32_t
 static const char *colibri_tensor_absence_reason(const colibri_model *m, int32_t kind, int32_t layer) {
     switch (kind) {
     case COLIBRI_T_OUTPUT: return "embeddings are tied";
+    case COLIBRI_T_WQ: return "q_lora_rank > 0 (WQ_A and WQ_B)";
+    case COLIBRI_T_WK: case COLIBRI_T_WV: return "latent attention (kv_lora_rank > 0)";
+    case COLIBRI_T_WQ_A: case COLIBRI_T_Q_A_NORM: case COLIBRI_T_WQ_B:
+        if (m->hp.kv_lora_rank > 0) return "q_lora_rank is 0";
+        /* fall through */
+    case COLIBRI_T_WKV_A: case COLIBRI_T_KV_A_NORM: case COLIBRI_T_WK_B: case COLIBRI_T_WV_B:
+        return "kv_lora_rank is 0";
     case COLIBRI_T_BQ: case COLIBRI_T_BK: case COLIBRI_T_BV: return "attn_bias is 0";
     case COLIBRI_T_Q_NORM: case COLIBRI_T_K_NORM: return "qk_norm is NONE";
     case COLIBRI_T_FFN_GATE: case COLIBRI_T_FFN_UP: case COLIBRI_T_FFN_DOWN:

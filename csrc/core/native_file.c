@@ -181,6 +181,9 @@ static const size_t colibri_file_hp_ext[] = {
     offsetof(colibri_hparams, router_group_used), offsetof(colibri_hparams, router_group_top),
     offsetof(colibri_hparams, router_norm_min),  offsetof(colibri_hparams, router_norm_eps),
     offsetof(colibri_hparams, router_scale),
+    offsetof(colibri_hparams, kv_lora_rank),     offsetof(colibri_hparams, q_lora_rank),
+    offsetof(colibri_hparams, head_dim_nope),    offsetof(colibri_hparams, head_dim_v),
+    offsetof(colibri_hparams, latent_norm_eps),
 };
 #define COLIBRI_FILE_HP_EXT_KNOWN (sizeof colibri_file_hp_ext / sizeof colibri_file_hp_ext[0])
 

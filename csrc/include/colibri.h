@@ -146,6 +146,20 @@ typedef struct colibri_hparams {
     int32_t ffn_act;           /* colibri_ffn_act of every MLP (dense, routed, shared) */
     float ffn_alpha;           /* COLIBRI_FFN_SWIGLU_CLAMPED's alpha (> 0) */
     float ffn_limit;           /* COLIBRI_FFN_SWIGLU_CLAMPED's limit (> 0) */
+    /* Latent KV attention (multi-head latent attention, DeepSeek-V2/V3), on when
+     * kv_lora_rank > 0: each token caches one row per layer, a latent of kv_lora_rank
+     * values (RMSNorm'd) and head_dim shared RoPE'd key dims, instead of per-head keys
+     * and values. A query head is head_dim_nope + head_dim wide (head_dim: its RoPE
+     * part, the last head_dim dims); the key up-projection is absorbed into the query
+     * and the value up-projection applied after attention over the latent rows.
+     * n_head_kv must be 1; attn_bias, qk_norm, qkv_clip, the sliding windows,
+     * attn_out_bias and attn_sinks 0.
+     * attn_scale 0 means 1/sqrt(head_dim_nope + head_dim). */
+    int32_t kv_lora_rank;      /* R: latent width (0 = standard attention) */
+    int32_t q_lora_rank;       /* 0: q = WQ x; > 0: q = WQ_B rmsnorm(WQ_A x), this wide */
+    int32_t head_dim_nope;     /* query/key dims without RoPE, per head */
+    int32_t head_dim_v;        /* value width per head */
+    float latent_norm_eps;     /* RMSNorm epsilon of the q and kv latents */
 } colibri_hparams;
 
 /* ---- tensor kinds -------------------------------------------------------
@@ -184,6 +198,17 @@ typedef enum colibri_tensor_kind {
     COLIBRI_T_EXPERT_GATE_BIAS,  /* [E, n_ff_expert] (expert_bias)   l     -1 */
     COLIBRI_T_EXPERT_UP_BIAS,    /* [E, n_ff_expert] (expert_bias)   l     -1 */
     COLIBRI_T_EXPERT_DOWN_BIAS,  /* [E, D]  (expert_bias)             l     -1 */
+    /* latent attention (kv_lora_rank = R > 0; Qh = head_dim_nope + head_dim): WQ is
+     * [n_head*Qh, D] when q_lora_rank is 0, WK/WV are unused, WO is [D, n_head*head_dim_v] */
+    COLIBRI_T_WQ_A,            /* [q_lora_rank, D]      (q_lora_rank)   l     -1 */
+    COLIBRI_T_Q_A_NORM,        /* [1, q_lora_rank]      (q_lora_rank)   l     -1 */
+    COLIBRI_T_WQ_B,            /* [n_head*Qh, q_lora_rank] (q_lora_rank) l    -1 */
+    COLIBRI_T_WKV_A,           /* [R + head_dim, D]: latent, then RoPE dims  l -1 */
+    COLIBRI_T_KV_A_NORM,       /* [1, R]                                 l     -1 */
+    COLIBRI_T_WK_B,            /* [n_head*R, head_dim_nope]: per head, the key
+                                  up-projection transposed (llama.cpp's attn_k_b) l -1 */
+    COLIBRI_T_WV_B,            /* [n_head*head_dim_v, R]: per head, the value
+                                  up-projection (llama.cpp's attn_v_b)   l     -1 */
     COLIBRI_T_COUNT
 } colibri_tensor_kind;
 

@@ -56,7 +56,8 @@ static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert,
                     kind == COLIBRI_T_BK || kind == COLIBRI_T_BV || kind == COLIBRI_T_Q_NORM ||
                     kind == COLIBRI_T_K_NORM || kind == COLIBRI_T_FFN_NORM || kind == COLIBRI_T_BO ||
                     kind == COLIBRI_T_ATTN_SINKS || kind == COLIBRI_T_EXPERT_GATE_BIAS ||
-                    kind == COLIBRI_T_EXPERT_UP_BIAS || kind == COLIBRI_T_EXPERT_DOWN_BIAS;
+                    kind == COLIBRI_T_EXPERT_UP_BIAS || kind == COLIBRI_T_EXPERT_DOWN_BIAS ||
+                    kind == COLIBRI_T_Q_A_NORM || kind == COLIBRI_T_KV_A_NORM;
     int32_t dtype = is_vector && test_is_block_type(tm->dtype) ? COLIBRI_DTYPE_F32 : tm->dtype;
     int64_t n = rows * cols;
     float *values = malloc((size_t)n * sizeof(float));   /* values: [rows, cols] */
@@ -83,6 +84,22 @@ static int test_set(test_model *tm, int32_t kind, int32_t layer, int32_t expert,
     return colibri_model_set_tensor(tm->m, kind, layer, expert, buf, dtype, rows, cols);
 }
 
+/* When set, test_config gives the latent-attention twin of its config. */
+static int latent_mode = 0;
+
+/* Latent KV attention in place of GQA (no biases or qk norm): q straight from
+ * x for float weights, through a q LoRA for block types (every matrix's cols
+ * a multiple of 32 there). */
+static void test_config_latent(test_model *tm) {
+    colibri_hparams *hp = &tm->hp;
+    int block = test_is_block_type(tm->dtype);
+    hp->n_head_kv = 1; hp->attn_bias = 0; hp->qk_norm = COLIBRI_QK_NORM_NONE;
+    hp->kv_lora_rank = block ? 32 : 20; hp->q_lora_rank = block ? 32 : 0;
+    hp->head_dim = block ? 16 : 8; hp->head_dim_nope = block ? 32 : 12; hp->head_dim_v = block ? 32 : 10;
+    hp->latent_norm_eps = 1e-6f;
+    for (int i = 0; i < hp->head_dim / 2; i++) tm->inv_freq[i] = powf(10000.0f, -2.0f * i / hp->head_dim);
+}
+
 /* The default test config: layer 0 dense, layer 1 MoE with a gated shared
  * expert, per-head qk norm, biases, untied output; D = 36 exercises the
  * dot kernels' scalar tail. */
@@ -105,6 +122,28 @@ static void test_config(test_model *tm, int32_t dtype) {
         hp->n_embd = 64; hp->head_dim = 16; hp->n_ff = 64; hp->n_ff_expert = 32; hp->n_ff_shared = 32;
         for (int i = 0; i < hp->head_dim / 2; i++) tm->inv_freq[i] = powf(10000.0f, -2.0f * i / hp->head_dim);
     }
+    if (latent_mode) test_config_latent(tm);
+}
+
+/* Layer l's latent attention tensors (colibri.h's shapes). */
+static int test_build_latent(test_model *tm, int32_t l) {
+    const colibri_hparams *hp = &tm->hp;
+    int64_t D = hp->n_embd, H = hp->n_head, R = hp->kv_lora_rank, Rq = hp->q_lora_rank;
+    int64_t Qm = H * (hp->head_dim_nope + hp->head_dim);
+    int rc = 0;
+    if (Rq > 0) {
+        rc |= test_set(tm, COLIBRI_T_WQ_A, l, -1, Rq, D, 0.0f, 0.6f);
+        rc |= test_set(tm, COLIBRI_T_Q_A_NORM, l, -1, 1, Rq, 1.0f, 0.2f);
+        rc |= test_set(tm, COLIBRI_T_WQ_B, l, -1, Qm, Rq, 0.0f, 0.6f);
+    } else {
+        rc |= test_set(tm, COLIBRI_T_WQ, l, -1, Qm, D, 0.0f, 0.6f);
+    }
+    rc |= test_set(tm, COLIBRI_T_WKV_A, l, -1, R + hp->head_dim, D, 0.0f, 0.6f);
+    rc |= test_set(tm, COLIBRI_T_KV_A_NORM, l, -1, 1, R, 1.0f, 0.2f);
+    rc |= test_set(tm, COLIBRI_T_WK_B, l, -1, H * R, hp->head_dim_nope, 0.0f, 0.6f);
+    rc |= test_set(tm, COLIBRI_T_WV_B, l, -1, H * hp->head_dim_v, R, 0.0f, 0.6f);
+    rc |= test_set(tm, COLIBRI_T_WO, l, -1, D, H * hp->head_dim_v, 0.0f, 0.5f);
+    return rc;
 }
 
 /* gpt-oss's mechanisms on top of the default config: a 3-position window on
@@ -135,10 +174,14 @@ static int test_build(test_model *tm, int finalize) {
     if (!hp->tied_embeddings) rc |= test_set(tm, COLIBRI_T_OUTPUT, -1, -1, hp->n_vocab, D, 0.0f, 0.5f);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         rc |= test_set(tm, COLIBRI_T_ATTN_NORM, l, -1, 1, D, 1.0f, 0.2f);
-        rc |= test_set(tm, COLIBRI_T_WQ, l, -1, Q, D, 0.0f, 0.6f);
-        rc |= test_set(tm, COLIBRI_T_WK, l, -1, K, D, 0.0f, 0.6f);
-        rc |= test_set(tm, COLIBRI_T_WV, l, -1, K, D, 0.0f, 0.6f);
-        rc |= test_set(tm, COLIBRI_T_WO, l, -1, D, Q, 0.0f, 0.5f);
+        if (hp->kv_lora_rank > 0) {
+            rc |= test_build_latent(tm, l);
+        } else {
+            rc |= test_set(tm, COLIBRI_T_WQ, l, -1, Q, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_WK, l, -1, K, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_WV, l, -1, K, D, 0.0f, 0.6f);
+            rc |= test_set(tm, COLIBRI_T_WO, l, -1, D, Q, 0.0f, 0.5f);
+        }
         if (hp->attn_bias) {
             rc |= test_set(tm, COLIBRI_T_BQ, l, -1, 1, Q, 0.0f, 0.2f);
             rc |= test_set(tm, COLIBRI_T_BK, l, -1, 1, K, 0.0f, 0.2f);
@@ -753,6 +796,48 @@ static void test_model_errors(void) {
     test_free(&tm);
 }
 
+/* Latent attention's hyperparameter rules and its tensors' presence. */
+static void test_latent_errors(void) {
+    test_model tm;
+    float buf[64 * 64] = {0};
+    latent_mode = 1;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.n_head_kv = 2;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "n_head_kv = 1"),
+          "latent needs one KV head: %s", colibri_last_error());
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.qk_norm = COLIBRI_QK_NORM_PER_HEAD;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "qk_norm"), "latent with qk norm");
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.head_dim_v = 0;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "head_dim_v"), "latent without dv");
+    latent_mode = 0;
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    tm.hp.q_lora_rank = 8;
+    CHECK(colibri_model_create(&tm.hp) == NULL && strstr(colibri_last_error(), "kv_lora_rank > 0"),
+          "q_lora_rank without latent attention");
+
+    latent_mode = 1;
+    test_config(&tm, COLIBRI_DTYPE_F32);   /* q straight from x: WQ [H*(12+8), D], no WQ_A; no WK */
+    tm.m = colibri_model_create(&tm.hp);
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WK, 0, -1, buf, 0, 8, 36), COLIBRI_ERR_INVALID);
+    CHECK(strstr(colibri_last_error(), "latent attention"), "WK absence reason: %s", colibri_last_error());
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ_A, 0, -1, buf, 0, 8, 36), COLIBRI_ERR_INVALID);
+    CHECK(strstr(colibri_last_error(), "q_lora_rank is 0"), "WQ_A absence reason: %s", colibri_last_error());
+    CHECK(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, 0, 80, 36) == 0, "WQ [80, 36]: %s",
+          colibri_last_error());
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WK_B, 0, -1, buf, 0, 80, 20), COLIBRI_ERR_SHAPE);
+    CHECK(strstr(colibri_last_error(), "expected shape [80, 12]"), "WK_B shape: %s", colibri_last_error());
+    test_free(&tm);
+    test_config(&tm, COLIBRI_DTYPE_F32);
+    CHECK(test_build(&tm, 0) == 0, "latent build: %s", colibri_last_error());
+    tm.m->layers[1].t[COLIBRI_T_WV_B].data = NULL;   /* white-box: unset it */
+    CHECK_STATUS(colibri_model_finalize(tm.m), COLIBRI_ERR_MISSING);
+    CHECK(strstr(colibri_last_error(), "WV_B (layer 1)"), "missing latent tensor: %s", colibri_last_error());
+    test_free(&tm);
+    latent_mode = 0;
+}
+
 static void test_batch_errors(void) {
     test_model tm;
     test_config(&tm, COLIBRI_DTYPE_F32);
@@ -813,6 +898,15 @@ int main(void) {
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_1, 1e-3);
     test_variants();
+    /* latent KV attention: the same self-consistency and determinism */
+    latent_mode = 1;
+    test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 0);
+    test_prefill_vs_steps(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16, 0);
+    test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F32, 0);
+    test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
+    latent_mode = 0;
+    test_latent_errors();
     test_model_errors();
     test_batch_errors();
     printf("%d passed, %d failed\n", n_passed, n_failed);
