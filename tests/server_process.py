@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -28,9 +27,10 @@ class Server:
         self.log_path = log_path
         self._log = open(log_path, "w")
         environ = {**os.environ, **(env or {})}
-        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))
+        # run outside the source tree: the installed package (with its built library) is what serves
         self.proc = subprocess.Popen([sys.executable, "-m", "colibri", "serve", "--port", str(self.port), *args],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=environ, cwd=REPO)
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=environ,
+                                     cwd=log_path.parent)
 
     def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout

@@ -230,5 +230,5 @@ def test_inspect_tells_rearranged_experts_from_mapped_weights(tiny_model_factory
         assert summarize(gguf).rearranged_bytes == 0
         assert summarize(hf).weight_bytes == summarize(gguf).weight_bytes
     out = sp.run([sys.executable, "-m", "colibri", "inspect", str(tiny.path)], capture_output=True, text=True,
-                 check=True).stdout
+                 check=True, cwd=tmp_path).stdout   # outside the source tree: the installed package
     assert "softmax over the top-k logits" in out and "rearranged once at load" in out
