@@ -1,6 +1,7 @@
 """Random-weight benchmark models, written once into a cache folder.
 
-Three shapes (a small Mixtral, OLMoE-1B-7B and gpt-oss-20b); the first two each as
+Four shapes (a small Mixtral, OLMoE-1B-7B, gpt-oss-20b and DeepSeek-V2-Lite); the first
+two each as
   - GGUF at q8_0 and q4_0, with llama.cpp's names and metadata (Mixtral as the
     `llama` arch with stacked experts and permuted q/k rows, OLMoE as `olmoe`)
     and a SentencePiece-style vocabulary llama.cpp accepts, written with the
@@ -10,6 +11,8 @@ Three shapes (a small Mixtral, OLMoE-1B-7B and gpt-oss-20b); the first two each 
     safetensors path), only where asked for.
 gpt-oss-20b as GGUF only (llama.cpp's `gpt-oss` names and metadata), its experts
 MXFP4 and its other matrices Q8_0, as llama.cpp's MXFP4_MOE files are (12 GB).
+DeepSeek-V2-Lite at q4_0 only, as GGUF (llama.cpp's `deepseek2`: latent attention with
+attn_k_b / attn_v_b) and .colibri (8.8 GB each).
 Every file of a shape holds the same weights: each matrix row is a row of a
 seeded random pool (per row width), picked by a hash of the tensor's Hugging
 Face name, so no file needs the others and quantizing is done once per pool.
@@ -41,17 +44,28 @@ SHAPES = {
     "gpt-oss-20b": ("gpt_oss", dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880,
                                     num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8,
                                     head_dim=64, num_local_experts=32, num_experts_per_tok=4, sliding_window=128)),
+    # DeepSeek-V2-Lite: 27 layers (the first dense), latent attention, 64 experts + 2 shared, top-6
+    "deepseek-v2-lite": ("deepseek_v2", dict(vocab_size=102400, hidden_size=2048, intermediate_size=10944,
+                                             moe_intermediate_size=1408, num_hidden_layers=27,
+                                             num_attention_heads=16, kv_lora_rank=512, q_lora_rank=None,
+                                             qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                                             n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=6,
+                                             first_k_dense_replace=1,
+                                             rope_scaling=dict(type="yarn", factor=40.0, mscale=0.707,
+                                                               mscale_all_dim=0.707, beta_fast=32, beta_slow=1,
+                                                               original_max_position_embeddings=4096))),
 }
 # The files each shape is measured in (default: GGUF and .colibri at q8_0 and q4_0). gpt-oss is
 # measured as it ships: MXFP4 experts, the other matrices at Q8_0 (GGUF only: .colibri cannot hold
 # gpt-oss's attention and MLP variants yet).
-FILES = {"gpt-oss-20b": ("gguf-mxfp4",)}
+FILES = {"gpt-oss-20b": ("gguf-mxfp4",), "deepseek-v2-lite": ("gguf-q4_0", "colibri-q4_0")}
 COMMON = dict(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
               bos_token_id=1, eos_token_id=2)
-CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig", "gpt_oss": "GptOssConfig"}
+CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig", "gpt_oss": "GptOssConfig",
+                  "deepseek_v2": "DeepseekV2Config"}
 QTYPES = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "mxfp4": GGMLQuantizationType.MXFP4}
 COLIBRI_DTYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
-GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss"}
+GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2"}
 FILE_TYPE = {"q8_0": 7, "q4_0": 2, "mxfp4": 38}   # llama_ftype: MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_MXFP4_MOE
 # llama.cpp tensor names by Colibri tensor kind ({l}: layer; expert kinds name the stacked tensor)
 GGUF_NAMES = {
@@ -70,10 +84,17 @@ GGUF_NAMES_BY_ARCH = {
                 "BO": "blk.{l}.attn_output.bias", "ROUTER_BIAS": "blk.{l}.ffn_gate_inp.bias",
                 "EXPERT_GATE_BIAS": "blk.{l}.ffn_gate_exps.bias", "EXPERT_UP_BIAS": "blk.{l}.ffn_up_exps.bias",
                 "EXPERT_DOWN_BIAS": "blk.{l}.ffn_down_exps.bias"},
+    "deepseek2": {"WKV_A": "blk.{l}.attn_kv_a_mqa.weight", "KV_A_NORM": "blk.{l}.attn_kv_a_norm.weight",
+                  "WK_B": "blk.{l}.attn_k_b.weight", "WV_B": "blk.{l}.attn_v_b.weight",
+                  "SHARED_GATE": "blk.{l}.ffn_gate_shexp.weight", "SHARED_UP": "blk.{l}.ffn_up_shexp.weight",
+                  "SHARED_DOWN": "blk.{l}.ffn_down_shexp.weight", "FFN_GATE": "blk.{l}.ffn_gate.weight",
+                  "FFN_UP": "blk.{l}.ffn_up.weight", "FFN_DOWN": "blk.{l}.ffn_down.weight"},
 }
+# llama.cpp stacks these per head: attn_k_b [H, R, nope], attn_v_b [H, v, R]
+PER_HEAD_KINDS = ("WK_B", "WV_B")
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
 POOL_ROWS = 2048
-NORM_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "FFN_NORM", "Q_NORM", "K_NORM"})
+NORM_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "FFN_NORM", "Q_NORM", "K_NORM", "KV_A_NORM"})
 
 
 @dataclass
@@ -199,7 +220,33 @@ def _gguf_tensors(s: Shape, weights: Weights, qtype: str):
             else weights.quantized(slot, stored)
         if arch == "llama" and slot.kind in ("WQ", "WK"):
             data = _permute_rows(data, c.num_heads if slot.kind == "WQ" else c.num_kv_heads)
+        if slot.kind in PER_HEAD_KINDS:
+            data = data.reshape(c.num_heads, data.shape[0] // c.num_heads, data.shape[1])
         yield name, data, QTYPES[stored]
+
+
+def _deepseek2_metadata(w: GGUFWriter, s: Shape) -> None:
+    """llama.cpp's deepseek2 hyperparameters beyond the common ones: latent attention as one KV head
+    of kv_lora_rank + RoPE dims, the per-head sizes under *_mla, YaRN's mscale_all_dim as 0.1 * it.
+    (llama.cpp reads q_lora_rank except from 27-layer models: V2-Lite's shape has none.)"""
+    c, hf = s.config, s.hf_config
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_expert_feed_forward_length(c.expert_intermediate_size)
+    w.add_leading_dense_block_count(hf.first_k_dense_replace)
+    w.add_expert_shared_count(hf.n_shared_experts)
+    w.add_expert_weights_scale(hf.routed_scaling_factor)
+    w.add_kv_lora_rank(c.kv_lora_rank)
+    if c.q_lora_rank:
+        w.add_q_lora_rank(c.q_lora_rank)
+    w.add_key_length(c.kv_lora_rank + c.head_dim)
+    w.add_value_length(c.kv_lora_rank)
+    w.add_key_length_mla(c.qk_nope_head_dim + c.head_dim)
+    w.add_value_length_mla(c.v_head_dim)
+    rope = hf.rope_parameters
+    w.add_rope_scaling_type(RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rope["factor"])
+    w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
 
 
 def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
@@ -210,12 +257,15 @@ def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
     w.add_block_count(c.num_layers)
     w.add_context_length(c.context_length)
     w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.expert_intermediate_size)
     w.add_head_count(c.num_heads)
     w.add_head_count_kv(c.num_kv_heads)
-    w.add_key_length(c.head_dim)
-    w.add_value_length(c.head_dim)
     w.add_rope_dimension_count(c.head_dim)
+    if arch == "deepseek2":
+        _deepseek2_metadata(w, s)
+    else:
+        w.add_feed_forward_length(c.expert_intermediate_size)
+        w.add_key_length(c.head_dim)
+        w.add_value_length(c.head_dim)
     w.add_rope_freq_base(float(s.hf_config.rope_parameters["rope_theta"]))
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_expert_count(c.num_experts)

@@ -9,7 +9,8 @@
    bandwidth drifts from minute to minute;
 2. writes the random-weight models it lacks (benchmarks/models.py): a small Mixtral and
    OLMoE-1B-7B, as GGUF and Colibri-native at q8_0 and q4_0, plus a bf16 Hugging Face
-   directory where transformers fits in memory;
+   directory where transformers fits in memory; gpt-oss-20b (GGUF, MXFP4 experts) and
+   DeepSeek-V2-Lite (GGUF and Colibri-native at q4_0);
 3. runs every measurement in a fresh process, after reading its file once (warm page
    cache): `colibri bench` on each format Colibri loads, llama.cpp (llama-cpp-python) on
    the GGUF files, transformers (bf16 and f32) on the Hugging Face directory;
@@ -41,7 +42,8 @@ from colibri.summary import KV_ELEM_BYTES  # noqa: E402
 
 # Per shape: prompt and decode lengths (prefill-512 on both shapes, as the targets are stated;
 # the whole run takes about 10 minutes on 2 cores).
-RUN_LENGTHS = {"mixtral-small": (512, 32), "olmoe-1b-7b": (512, 32), "gpt-oss-20b": (128, 16)}
+RUN_LENGTHS = {"mixtral-small": (512, 32), "olmoe-1b-7b": (512, 32), "gpt-oss-20b": (128, 16),
+               "deepseek-v2-lite": (512, 32)}
 GIB = 1 << 30
 
 
