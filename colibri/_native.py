@@ -10,14 +10,14 @@ import os
 import sys
 from pathlib import Path
 
+from .dtypes import DTYPES
 from .errors import ModelError
 
 API_VERSION = 1
 
-# colibri_dtype
+# colibri_dtype (every value: colibri/dtypes.py)
 DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1 = 0, 1, 2, 3, 4, 5
-DTYPE_BY_NAME = {"F32": DTYPE_F32, "F16": DTYPE_F16, "BF16": DTYPE_BF16,
-                 "Q8_0": DTYPE_Q8_0, "Q4_0": DTYPE_Q4_0, "Q4_1": DTYPE_Q4_1}
+DTYPE_BY_NAME = {t.name: t.colibri_id for t in DTYPES}
 
 # colibri_qk_norm
 QK_NORM_NONE, QK_NORM_PER_HEAD, QK_NORM_WHOLE = 0, 1, 2

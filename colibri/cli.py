@@ -146,7 +146,7 @@ def cmd_route(args) -> int:
 def cmd_inspect(args) -> int:
     import colibri
 
-    from .summary import human_bytes, human_count, summarize
+    from .summary import dtype_histogram, human_bytes, human_count, summarize
 
     with colibri.load(args.model, threads=1, n_ctx=16) as model:
         c, s = model.config, summarize(model)
@@ -172,6 +172,7 @@ def cmd_inspect(args) -> int:
         rows += [
             ("parameters", f"{human_count(s.params_total)} total, {human_count(s.params_active)} active per token"),
             ("dtypes", ", ".join(f"{d} x{n}" for d, n in sorted(s.dtypes.items()))),
+            *(("" if i else "dtype histogram", line) for i, line in enumerate(dtype_histogram(s))),
             ("weights", human_bytes(s.weight_bytes) + (
                 f" ({human_bytes(s.weight_bytes - s.rearranged_bytes)} memory-mapped and used in place, "
                 f"{human_bytes(s.rearranged_bytes)} rearranged once at load)" if s.rearranged_bytes
@@ -198,6 +199,7 @@ def cmd_inspect(args) -> int:
 def cmd_check(args) -> int:
     import colibri
 
+    from .dtypes import BY_NAME, nonfinite_scales
     from .formats.safetensors import scan_nonfinite
 
     with colibri.load(args.model, threads=1, n_ctx=16) as model:
@@ -205,10 +207,13 @@ def cmd_check(args) -> int:
         bad = 0
         if args.scan:
             for slot, ref in model.weights:
-                n = scan_nonfinite(ref)
+                if BY_NAME[ref.dtype].is_block:
+                    n, what = nonfinite_scales(ref.dtype, ref.array), f"NaN/Inf {ref.dtype} block scales"
+                else:
+                    n, what = scan_nonfinite(ref), "NaN/Inf values"
                 if n:
                     bad += 1
-                    print(f"tensor '{slot.name}': {n} NaN/Inf values", file=sys.stderr)
+                    print(f"tensor '{slot.name}': {n} {what}", file=sys.stderr)
             print(f"NaN/Inf scan: {'clean' if not bad else f'{bad} tensors with non-finite values'}")
         if model.tokenizer is None:
             print("note: no tokenizer.json (token ids only)")

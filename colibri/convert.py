@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .dtypes import DTYPES
 from .errors import ModelError
 from .formats import native
 from .formats.files import MAX_SIDE_FILE_BYTES, read_text
@@ -31,7 +32,7 @@ from .models import ConfigReader, TensorSlot, architecture, tensor_slots, tensor
 
 TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
                  "keep": None}   # keep: every tensor in its source type
-BLOCK_TYPES = {"Q8_0": (3, 34), "Q4_0": (4, 18), "Q4_1": (5, 20)}   # colibri_dtype id, bytes per 32
+BLOCK_TYPES = {t.name: t for t in DTYPES if t.is_block}
 # Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
 F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
                        "ROUTER", "SHARED_ROUTER"})
@@ -54,16 +55,16 @@ def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
 
 
 def quantize_rows(x: np.ndarray, target: str) -> np.ndarray:
-    """x: [rows, cols] float32 (cols % 32 == 0) -> the block bytes [rows, cols/32*block] via libcolibri."""
+    """x: [rows, cols] float32 (cols whole blocks) -> the block bytes [rows, bytes per row] via libcolibri."""
     import ctypes
 
     from . import _native
 
-    dtype_id, block_bytes = BLOCK_TYPES[target]
-    src = np.ascontiguousarray(x, dtype=np.float32)                                    # src: [rows, cols]
-    out = np.empty((src.shape[0], src.shape[1] // 32 * block_bytes), dtype=np.uint8)   # out: [rows, bytes]
+    t = BLOCK_TYPES[target]
+    src = np.ascontiguousarray(x, dtype=np.float32)                                                # src: [rows, cols]
+    out = np.empty((src.shape[0], src.shape[1] // t.block_elems * t.block_bytes), dtype=np.uint8)  # out: [rows, bytes]
     lib = _native.lib()
-    if lib.colibri_quantize(dtype_id, src.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
+    if lib.colibri_quantize(t.colibri_id, src.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
                             src.size):
         raise ModelError(f"quantize to {target}: {_native.last_error()}")
     return out
@@ -77,7 +78,7 @@ def dequantize_rows(raw: np.ndarray, source: str, shape: tuple[int, ...]) -> np.
 
     out = np.empty(shape, dtype=np.float32)                                # out: [rows, cols]
     src = np.ascontiguousarray(raw)
-    if _native.lib().colibri_dequantize(BLOCK_TYPES[source][0], src.ctypes.data_as(ctypes.c_void_p),
+    if _native.lib().colibri_dequantize(BLOCK_TYPES[source].colibri_id, src.ctypes.data_as(ctypes.c_void_p),
                                         out.ctypes.data_as(ctypes.c_void_p), out.size):
         raise ModelError(f"dequantize {source}: {_native.last_error()}")
     return out
@@ -199,7 +200,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16",
         def weight(slot: TensorSlot) -> tuple[str, np.ndarray]:
             source_dtype, array = tensor(slot)
             stored = source_dtype if target is None else "F32" if slot.kind in F32_KINDS else target
-            if stored in BLOCK_TYPES and slot.shape[-1] % 32:
+            if stored in BLOCK_TYPES and slot.shape[-1] % BLOCK_TYPES[stored].block_elems:
                 stored = "F16"   # block types need rows that are whole blocks
             if source_dtype in BLOCK_TYPES and stored != source_dtype:
                 return stored, tensor_bytes(to_f32(array, source_dtype, slot.shape), "F32", stored)

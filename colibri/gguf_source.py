@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import BY_NAME, DTYPES, row_bytes
 from .errors import ModelError
 from .formats.gguf import GGUFFile, GGUFTensor
 from .formats.gguf_tokenizer import tokenizer_from_gguf
@@ -39,9 +40,8 @@ GGUF_NAMES = {
     "WKV_A": "blk.{l}.attn_kv_a_mqa.weight", "KV_A_NORM": "blk.{l}.attn_kv_a_norm.weight",
 }
 EXPERT_KINDS = ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")
-WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
-FLOAT_VIEWS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
-BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}   # bytes per 32 elements   # typed views of float tensors (BF16: raw bits)
+WEIGHT_TYPES = tuple(t.name for t in DTYPES)
+FLOAT_VIEWS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}   # typed views of float tensors (BF16: raw bits)
 
 # metadata key (after "<arch>.") -> config.json field, shared by every architecture
 COMMON_KEYS = {
@@ -132,8 +132,11 @@ def _derived_weight(gguf: GGUFFile, slot: TensorSlot, derived: Derived, config: 
 
     dtype, array = derived.build(read, slot, config)
     rows, cols = slot.shape
-    width = cols if dtype in FLOAT_VIEWS else cols // 32 * BLOCK_BYTES.get(dtype, 0)   # elements or bytes per row
-    if dtype not in WEIGHT_TYPES or (dtype not in FLOAT_VIEWS and cols % 32) or tuple(array.shape) != (rows, width):
+    if dtype not in WEIGHT_TYPES or cols % BY_NAME[dtype].block_elems:
+        width = -1
+    else:
+        width = cols if dtype in FLOAT_VIEWS else row_bytes(dtype, cols)   # elements or bytes per row
+    if width < 0 or tuple(array.shape) != (rows, width):
         raise ModelError(f"{gguf.path}: tensor '{derived.format(l=slot.layer)}' (for {slot.kind}, layer {slot.layer}): "
                          f"{dtype} {shape_text(array.shape)} does not give {shape_text(slot.shape)}")
     array = np.ascontiguousarray(array)

@@ -28,7 +28,7 @@ _FFN_ACT = {FFN_SWIGLU: _native.FFN_SWIGLU, FFN_SWIGLU_CLAMPED: _native.FFN_SWIG
 class WeightRef:
     """Where one tensor's bytes live, in whatever file format they came from."""
 
-    dtype: str      # "F32" | "F16" | "BF16" | "Q8_0" | "Q4_0" | "Q4_1"
+    dtype: str      # a colibri/dtypes.py name: "F32", "BF16", "Q8_0", "Q4_K", ...
     shape: tuple[int, ...]   # [rows, cols] or [n]; cols is the contiguous axis
     nbytes: int
     array: np.ndarray        # zero-copy view of the bytes (typed for float dtypes)

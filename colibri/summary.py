@@ -18,6 +18,8 @@ class Summary:
     kv_bytes_per_token: int     # KV cache bytes per cached position (f32 K and V, all layers)
     kv_bytes_uncompressed: int  # the same for per-head keys and values (differs for latent attention)
     dtypes: dict[str, int]      # dtype -> tensor count
+    dtype_params: dict[str, int]   # dtype -> parameters stored in it
+    dtype_bytes: dict[str, int]    # dtype -> bytes stored in it
     rearranged_bytes: int = 0   # of weight_bytes, those copied into another layout at load
 
 
@@ -45,11 +47,15 @@ def summarize(model) -> Summary:
     c = model.config
     total = active = nbytes = read = rearranged = 0
     dtypes: Counter[str] = Counter()
+    dtype_params: Counter[str] = Counter()
+    dtype_bytes: Counter[str] = Counter()
     unused_expert_share = (c.num_experts - c.top_k) / c.num_experts if c.num_experts else 0.0
     for slot, ref in model.weights:
         n = int(np.prod(ref.shape))
         size = ref.nbytes
         dtypes[ref.dtype] += 1
+        dtype_params[ref.dtype] += n
+        dtype_bytes[ref.dtype] += size
         total += n
         nbytes += size
         rearranged += 0 if ref.in_place else size
@@ -62,7 +68,19 @@ def summarize(model) -> Summary:
         else:
             read += round(size * share)
     return Summary(total, active, nbytes, read, kv_bytes_per_position(c), kv_bytes_uncompressed(c), dict(dtypes),
-                   rearranged)
+                   dict(dtype_params), dict(dtype_bytes), rearranged)
+
+
+def dtype_histogram(s: Summary) -> list[str]:
+    """One line per weight type, most bytes first: tensors, share of the parameters and of the
+    bytes, bits per weight (a mixed GGUF such as Q4_K_M shows its recipe here)."""
+    lines = []
+    for name in sorted(s.dtypes, key=lambda d: (-s.dtype_bytes[d], d)):
+        params, size = s.dtype_params[name], s.dtype_bytes[name]
+        lines.append(f"{name:<6} {s.dtypes[name]:>5} tensors  {100 * params / max(s.params_total, 1):5.1f}% of "
+                     f"parameters  {100 * size / max(s.weight_bytes, 1):5.1f}% of bytes  "
+                     f"{8 * size / max(params, 1):5.2f} bits/weight")
+    return lines
 
 
 def human_bytes(n: float) -> str:

@@ -138,6 +138,15 @@ TINY_MODELS = {
                                           tie_word_embeddings=True, eos_token_id=84)),
 }
 
+# Models whose every matrix is whole 256-element blocks (K types, IQ4_XS), built on request only
+# (not in the `tiny` / `tiny_moe` parametrisations): routed experts, GQA, tied nothing.
+WIDE_MODELS = {
+    "qwen3_moe-wide": ("qwen3_moe", dict(vocab_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=4,
+                                         num_experts_per_tok=2, moe_intermediate_size=256, norm_topk_prob=True,
+                                         eos_token_id=127)),
+}
+
 _CLASSES = {
     "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
     "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
@@ -176,7 +185,7 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
     import torch
     import transformers
 
-    model_type, kwargs = TINY_MODELS[name]
+    model_type, kwargs = {**TINY_MODELS, **WIDE_MODELS}[name]
     config_cls, model_cls = (getattr(transformers, n) for n in _CLASSES[model_type])
     config = config_cls(**{**COMMON, **kwargs})
     torch.manual_seed(sum(map(ord, name)))

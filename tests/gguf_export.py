@@ -1,7 +1,9 @@
 """Write a transformers model as a GGUF file laid out as llama.cpp's converter does (test helper).
 
 Independent of Colibri's reader: names, metadata and the llama q/k row permutation follow
-llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` package.
+llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` package, and
+quantized by it where it has a quantizer (block types it lacks one for, such as the K types,
+by the `quantizer` the caller passes).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwe
              "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
 QUANT = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
          "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
+GGUF_QUANTIZES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"}   # types gguf.quants can write
 
 
 def _permute_for_interleaved_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -42,15 +45,25 @@ def _add_byte_level_vocab(w: GGUFWriter, tokenizer) -> None:
     w.add_add_bos_token(False)
 
 
-def _put(w: GGUFWriter, name: str, array: np.ndarray, qtype: str) -> None:
-    """A tensor at qtype where its rows are a multiple of 32 wide (and it is a matrix), else F32."""
-    kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
-    if kind == GGMLQuantizationType.F32:
-        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
-    elif kind == GGMLQuantizationType.F16:
-        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float16))
+def _put(w: GGUFWriter, name: str, array: np.ndarray, qtype, quantizer=None) -> None:
+    """A tensor at qtype where its rows are a multiple of 32 wide (and it is a matrix), else F32.
+    qtype: one of QUANT, or a function (gguf tensor name, array) -> ggml type name ("Q4_K", "F16",
+    ...) for a mixed file; quantizer: (type name, float32 array) -> raw block bytes, for the types
+    gguf.quants cannot write."""
+    if callable(qtype):
+        kind = getattr(GGMLQuantizationType, qtype(name, array))
     else:
-        w.add_tensor(name, quantize(np.ascontiguousarray(array, dtype=np.float32), kind), raw_dtype=kind)
+        kind = QUANT[qtype] if array.ndim >= 2 and array.shape[-1] % 32 == 0 else GGMLQuantizationType.F32
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    if kind == GGMLQuantizationType.F32:
+        w.add_tensor(name, array)
+    elif kind == GGMLQuantizationType.F16:
+        w.add_tensor(name, array.astype(np.float16))
+    elif kind.name in GGUF_QUANTIZES:
+        w.add_tensor(name, quantize(array, kind), raw_dtype=kind)
+    else:
+        raw = quantizer(kind.name, array.reshape(-1, array.shape[-1]))   # [rows, bytes per row]
+        w.add_tensor(name, raw.reshape(*array.shape[:-1], raw.shape[-1]), raw_dtype=kind)
 
 
 def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -> None:
@@ -150,9 +163,10 @@ def _latent_attention(put, sd, p: str, b: str, cfg, joint_kv_b: bool) -> None:
     put(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
 
 
-def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None, joint_kv_b: bool = False) -> None:
+def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_kv_b: bool = False,
+                quantizer=None) -> None:
     """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output;
-    tokenizer: harmony's `tokenizers.Tokenizer` (tests/harmony.py) to write as gpt-oss's vocabulary,
+    qtype, quantizer: as _put takes them; tokenizer: harmony's `tokenizers.Tokenizer` (tests/harmony.py) to write as gpt-oss's vocabulary,
     or None for none; joint_kv_b: write latent attention's up-projections as older llama.cpp did
     (attn_kv_b)."""
     from safetensors.numpy import load_file
@@ -204,7 +218,7 @@ def export_gguf(model, checkpoint_dir, path, qtype: str = "f32", tokenizer=None,
         w.add_expert_used_count(cfg.num_experts_per_tok)
 
     def put(name: str, array: np.ndarray) -> None:
-        _put(w, name, array, qtype)
+        _put(w, name, array, qtype, quantizer)
 
     interleave = arch == "llama"
     put("token_embd.weight", sd["model.embed_tokens.weight"])

@@ -134,7 +134,9 @@ def test_tensors_read_back_as_zero_copy_views(tmp_path, alignment):
 def test_type_table():
     assert {t.name: (i, t.block_size, t.block_bytes) for i, t in GGML_TYPES.items()} == {
         "F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20),
-        "Q8_0": (8, 32, 34), "BF16": (30, 1, 2)}
+        "Q8_0": (8, 32, 34), "BF16": (30, 1, 2), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24), "Q2_K": (10, 256, 84),
+        "Q3_K": (11, 256, 110), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
+        "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136), "MXFP4": (39, 32, 17)}
     for type_id, t in GGML_TYPES.items():   # agrees with the gguf package's own table
         assert gguf.GGML_QUANT_SIZES[GGMLQuantizationType(type_id)] == (t.block_size, t.block_bytes)
 

@@ -13,7 +13,7 @@ from colibri.formats.gguf import GGUFFile
 # GGUF value type ids
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 # ggml tensor type ids
-T_F32, T_F16, T_Q4_0, T_Q8_0, T_Q4_K = 0, 1, 2, 8, 12
+T_F32, T_F16, T_Q4_0, T_Q8_0, T_IQ2_XXS = 0, 1, 2, 8, 16
 
 
 def u32(x):
@@ -150,8 +150,8 @@ CASES = {
     "ne0 not a multiple of 32 for Q4_0": (gguf(tensors=[tensor_info("w", [16], T_Q4_0)]), "Q4_0 block size 32"),
     "unknown tensor type 99": (gguf(tensors=[tensor_info("w", [8], 99)]),
                                "tensor 'w': ggml type 99 (unknown) is not supported"),
-    "unsupported tensor type Q4_K": (gguf(tensors=[tensor_info("w", [256], T_Q4_K)]),
-                                     "tensor 'w': ggml type Q4_K (12) is not supported"),
+    "unsupported tensor type IQ2_XXS": (gguf(tensors=[tensor_info("w", [256], T_IQ2_XXS)]),
+                                        "tensor 'w': ggml type IQ2_XXS (16) is not supported"),
     "offset not aligned": (gguf(tensors=[tensor_info("w", [8], offset=4)], data=bytes(64)),
                            "tensor 'w': offset 4 is not a multiple of the alignment 32"),
     "offset past EOF": (gguf(tensors=[tensor_info("w", [8], offset=2**40)]),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dtypes import DTYPES
 from ..errors import ModelError
 from .files import open_regular
 from .mapping import map_weights
@@ -55,22 +56,13 @@ class GGMLType:
     block_bytes: int
 
 
-# The ggml types Colibri reads, by type id.
-GGML_TYPES = {t.type_id: t for t in (
-    GGMLType("F32", 0, 1, 4),
-    GGMLType("F16", 1, 1, 2),
-    GGMLType("Q4_0", 2, 32, 18),     # f16 scale + 16 bytes of 4-bit quants
-    GGMLType("Q4_1", 3, 32, 20),     # f16 scale + f16 min + 16 bytes of 4-bit quants
-    GGMLType("Q8_0", 8, 32, 34),     # f16 scale + 32 int8 quants
-    GGMLType("BF16", 30, 1, 2),
-)}
+# The ggml types Colibri reads, by type id (colibri/dtypes.py: layouts in docs/KERNELS.md).
+GGML_TYPES = {t.ggml_id: GGMLType(t.name, t.ggml_id, t.block_elems, t.block_bytes) for t in DTYPES}
 
 # Names of the other ggml types, only to say which one a file uses.
 _OTHER_GGML_TYPE_NAMES = {
-    6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K",
-    16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
-    23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0",
-    35: "TQ2_0", 39: "MXFP4",
+    9: "Q8_1", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 21: "IQ3_S", 22: "IQ2_S",
+    24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0", 40: "NVFP4",
 }
 
 # GGUF metadata value types: id -> (name, struct format of a scalar, or None).

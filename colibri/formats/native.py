@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import _native
+from .. import dtypes as dtype_table
 from ..native_model import ModelHandle, WeightRef, hparams_for
 from ..errors import ModelError
 from ..models.spec import ModelConfig, TensorSlot
@@ -58,8 +59,7 @@ _HP_EXT = (("router_score", "i"), ("router_bias", "i"), ("router_sel_bias", "i")
 assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_V1_BYTES
 
 # dtype id -> (name, elements per block, bytes per block)
-DTYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("BF16", 1, 2),
-          3: ("Q8_0", 32, 34), 4: ("Q4_0", 32, 18), 5: ("Q4_1", 32, 20)}
+DTYPES = {t.colibri_id: (t.name, t.block_elems, t.block_bytes) for t in dtype_table.DTYPES}
 DTYPE_IDS = {name: i for i, (name, _, _) in DTYPES.items()}
 KINDS = _native.TENSOR_KINDS
 _VECTOR_KINDS = {"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM", "ROUTER_BIAS",

@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import BY_NAME, FLOAT_TYPES, row_bytes
 from ..errors import ModelError
 from .spec import Derived, ModelConfig, TensorSlot, shape_text
-
-FLOAT_TYPES = ("F32", "F16", "BF16")
-BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}   # bytes per 32 elements
 
 
 def _joint(read, name: str, slot: TensorSlot, c: ModelConfig) -> tuple[str, np.ndarray]:
     """The joint matrix, its shape checked: [H*(dn+dv), R] (block types: R's bytes per row)."""
     dtype, joint = read(name)
     rows, R = c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank
-    width = R if dtype in FLOAT_TYPES else (R // 32 * BLOCK_BYTES[dtype] if R % 32 == 0 else -1)
+    width = R if dtype in FLOAT_TYPES else (row_bytes(dtype, R) if R % BY_NAME[dtype].block_elems == 0 else -1)
     if tuple(joint.shape) != (rows, width):
         raise ModelError(f"tensor '{name}' (for {slot.kind}, layer {slot.layer}): shape {shape_text(joint.shape)}, "
                          f"expected {shape_text((rows, R))} (heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank)")

@@ -367,8 +367,9 @@ static void colibri_reverse(unsigned char *p, size_t n) {
 
 /* Converts one weight of the model (NULL data: not set, nothing to do) from
  * the file's little-endian order to a big-endian host's, in place: each F32
- * word, each F16 / BF16 value, and the f16 fields of each block (d of Q8_0
- * and Q4_0, d and m of Q4_1; the int8 / nibble bytes have no byte order). */
+ * word, and each f16 field the type table lists (F16 / BF16 values; d, and m
+ * or dmin, of the block types; quant bytes, and the block fields the kernels
+ * read byte by byte, have no byte order). */
 static void colibri_tensor_to_host_order(const colibri_tensor *t) {
     if (!t->data) return;
     const colibri_type_traits *type = colibri_type_traits_of(t->dtype);
@@ -376,17 +377,9 @@ static void colibri_tensor_to_host_order(const colibri_tensor *t) {
     unsigned char *p = (unsigned char *)t->data;   /* inside the writable copy-on-write mapping */
     unsigned char *end = p + (size_t)(t->rows * (t->cols / type->block_elems)) * step;
     for (; p < end; p += step) {
-        switch (t->dtype) {
-        case COLIBRI_DTYPE_F32:
-            colibri_reverse(p, 4);
-            break;
-        case COLIBRI_DTYPE_Q4_1:
-            colibri_reverse(p + offsetof(colibri_block_q4_1, d), 2);
-            colibri_reverse(p + offsetof(colibri_block_q4_1, m), 2);
-            break;
-        default:   /* F16, BF16: the value; Q8_0, Q4_0: d, the block's first field */
-            colibri_reverse(p, 2);
-            break;
+        if (t->dtype == COLIBRI_DTYPE_F32) colibri_reverse(p, 4);
+        for (int k = 0; k < 2; k++) {
+            if (type->f16_at[k] >= 0) colibri_reverse(p + type->f16_at[k], 2);
         }
     }
 }

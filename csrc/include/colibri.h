@@ -47,21 +47,33 @@ typedef enum colibri_status {
 } colibri_status;
 
 /* ---- element types of weights -----------------------------------------
- * The block types store each run of 32 elements of a row as one block, in
- * the GGUF / ggml byte layout (so GGUF tensors are used in place); they are
- * for matrices whose cols is a multiple of 32 (1-D norms and biases stay F32,
- * F16 or BF16):
+ * The block types store each run of 32 (or 256) elements of a row as one
+ * block, in the GGUF / ggml byte layout (so GGUF tensors are used in place);
+ * they are for matrices whose cols is a multiple of the block (1-D norms and
+ * biases stay F32, F16 or BF16):
  *   Q8_0 {f16 d; int8 qs[32]}          x = d*q
  *   Q4_0 {f16 d; uint8 qs[16]}         x = d*(q-8), element j < 16 in the low
  *                                      nibble of qs[j], j+16 in the high one
- *   Q4_1 {f16 d; f16 m; uint8 qs[16]}  x = d*q + m, nibbles as in Q4_0 */
+ *   Q4_1 {f16 d; f16 m; uint8 qs[16]}  x = d*q + m, nibbles as in Q4_0
+ *   Q5_0, Q5_1, IQ4_NL, MXFP4 (32 elements) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ *   IQ4_XS (256 elements): ggml's layouts, described in docs/KERNELS.md. */
 typedef enum colibri_dtype {
     COLIBRI_DTYPE_F32 = 0,
     COLIBRI_DTYPE_F16 = 1,
     COLIBRI_DTYPE_BF16 = 2,
     COLIBRI_DTYPE_Q8_0 = 3,
     COLIBRI_DTYPE_Q4_0 = 4,
-    COLIBRI_DTYPE_Q4_1 = 5
+    COLIBRI_DTYPE_Q4_1 = 5,
+    COLIBRI_DTYPE_Q5_0 = 6,
+    COLIBRI_DTYPE_Q5_1 = 7,
+    COLIBRI_DTYPE_Q2_K = 8,
+    COLIBRI_DTYPE_Q3_K = 9,
+    COLIBRI_DTYPE_Q4_K = 10,
+    COLIBRI_DTYPE_Q5_K = 11,
+    COLIBRI_DTYPE_Q6_K = 12,
+    COLIBRI_DTYPE_IQ4_NL = 13,
+    COLIBRI_DTYPE_IQ4_XS = 14,
+    COLIBRI_DTYPE_MXFP4 = 15
 } colibri_dtype;
 
 /* ---- how q/k RMSNorm applies (if at all) ------------------------------- */
@@ -307,7 +319,7 @@ COLIBRI_API int colibri_route(const colibri_hparams *hp, const float *logits, co
 
 /* Converts n f32 values to dtype (the reference quantizer for block types,
  * round-to-nearest-even for F16/BF16); n must be a multiple of the type's
- * block size (32 for Q8_0/Q4_0/Q4_1). dst holds the stored bytes. Used by
+ * block size (32, or 256 for the K types and IQ4_XS). dst holds the stored bytes. Used by
  * converters; not on the inference path. */
 COLIBRI_API int colibri_quantize(int32_t dtype, const float *src, void *dst, int64_t n);
 /* The inverse: n values of dtype (stored bytes) widened to f32. */

@@ -21,6 +21,19 @@ COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_bf16, colibri_dot_bf16
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q8_0, colibri_vec_dot_q8_0_q8_0)
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_0, colibri_vec_dot_q4_0_q8_0)
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_1, colibri_vec_dot_q4_1_q8_1)
+#define COLIBRI_SCALAR_BLOCK_KERNELS(T)                                          \
+    COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_##T, colibri_vec_dot_##T) \
+    COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_##T, colibri_dot_rows_##T)
+COLIBRI_SCALAR_BLOCK_KERNELS(q5_0)
+COLIBRI_SCALAR_BLOCK_KERNELS(q5_1)
+COLIBRI_SCALAR_BLOCK_KERNELS(q2_k)
+COLIBRI_SCALAR_BLOCK_KERNELS(q3_k)
+COLIBRI_SCALAR_BLOCK_KERNELS(q4_k)
+COLIBRI_SCALAR_BLOCK_KERNELS(q5_k)
+COLIBRI_SCALAR_BLOCK_KERNELS(q6_k)
+COLIBRI_SCALAR_BLOCK_KERNELS(iq4_nl)
+COLIBRI_SCALAR_BLOCK_KERNELS(iq4_xs)
+COLIBRI_SCALAR_BLOCK_KERNELS(mxfp4)
 
 COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_f32, colibri_dot_rows_f32)
 COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_f16, colibri_dot_rows_f16)
@@ -41,6 +54,16 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0,
         [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0,
         [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1,
+        [COLIBRI_DTYPE_Q5_0] = colibri_dot_rows_q5_0,
+        [COLIBRI_DTYPE_Q5_1] = colibri_dot_rows_q5_1,
+        [COLIBRI_DTYPE_Q2_K] = colibri_dot_rows_q2_k,
+        [COLIBRI_DTYPE_Q3_K] = colibri_dot_rows_q3_k,
+        [COLIBRI_DTYPE_Q4_K] = colibri_dot_rows_q4_k,
+        [COLIBRI_DTYPE_Q5_K] = colibri_dot_rows_q5_k,
+        [COLIBRI_DTYPE_Q6_K] = colibri_dot_rows_q6_k,
+        [COLIBRI_DTYPE_IQ4_NL] = colibri_dot_rows_iq4_nl,
+        [COLIBRI_DTYPE_IQ4_XS] = colibri_dot_rows_iq4_xs,
+        [COLIBRI_DTYPE_MXFP4] = colibri_dot_rows_mxfp4,
     },
     {
         [COLIBRI_DTYPE_F32] = colibri_gemm_f32,
@@ -49,6 +72,16 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0,
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0,
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1,
+        [COLIBRI_DTYPE_Q5_0] = colibri_gemm_q5_0,
+        [COLIBRI_DTYPE_Q5_1] = colibri_gemm_q5_1,
+        [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k,
+        [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k,
+        [COLIBRI_DTYPE_Q4_K] = colibri_gemm_q4_k,
+        [COLIBRI_DTYPE_Q5_K] = colibri_gemm_q5_k,
+        [COLIBRI_DTYPE_Q6_K] = colibri_gemm_q6_k,
+        [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_iq4_nl,
+        [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs,
+        [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4,
     },
     colibri_quantize_row_q8_0,
     colibri_quantize_row_q8_1,
@@ -85,10 +118,26 @@ static const colibri_isa_table *const colibri_isas[] = {
 };
 #define COLIBRI_ISA_COUNT ((int)(sizeof(colibri_isas) / sizeof(colibri_isas[0])))
 
+/* The tables as used: each one's NULL kernels replaced by the scalar table's. */
+static colibri_isa_table colibri_isas_complete[COLIBRI_ISA_COUNT];
+static pthread_once_t colibri_isas_complete_once = PTHREAD_ONCE_INIT;
+
+static void colibri_isas_complete_fill(void) {
+    for (int i = 0; i < COLIBRI_ISA_COUNT; i++) {
+        colibri_isa_table *t = &colibri_isas_complete[i];
+        *t = *colibri_isas[i];
+        for (int d = 0; d < COLIBRI_WEIGHT_TYPES; d++) {
+            if (!t->dot_rows[d]) t->dot_rows[d] = colibri_isa_scalar.dot_rows[d];
+            if (!t->gemm[d]) t->gemm[d] = colibri_isa_scalar.gemm[d];
+        }
+    }
+}
+
 const colibri_isa_table *colibri_isa_find(const char *name) {
+    pthread_once(&colibri_isas_complete_once, colibri_isas_complete_fill);
     for (int i = 0; i < COLIBRI_ISA_COUNT; i++) {
         if (strcmp(colibri_isas[i]->name, name) == 0) {
-            return colibri_isas[i]->cpu_supports() ? colibri_isas[i] : NULL;
+            return colibri_isas[i]->cpu_supports() ? &colibri_isas_complete[i] : NULL;
         }
     }
     return NULL;
@@ -98,9 +147,10 @@ static const colibri_isa_table *colibri_isa_chosen;
 static pthread_once_t colibri_isa_once = PTHREAD_ONCE_INIT;
 
 static void colibri_isa_choose(void) {
-    const colibri_isa_table *best = &colibri_isa_scalar;   /* the first one the CPU runs */
-    for (int i = 0; i < COLIBRI_ISA_COUNT && best == &colibri_isa_scalar; i++) {
-        if (colibri_isas[i]->cpu_supports()) best = colibri_isas[i];
+    pthread_once(&colibri_isas_complete_once, colibri_isas_complete_fill);
+    const colibri_isa_table *best = NULL;   /* the first one the CPU runs (scalar: any) */
+    for (int i = 0; i < COLIBRI_ISA_COUNT && !best; i++) {
+        if (colibri_isas[i]->cpu_supports()) best = &colibri_isas_complete[i];
     }
     const char *wanted = getenv("COLIBRI_ISA");
     const colibri_isa_table *forced = wanted && *wanted ? colibri_isa_find(wanted) : NULL;

@@ -4,10 +4,12 @@
  *
  * Every instruction set (ISA) the build supports has ONE table: a dot_rows
  * kernel per weight dtype, each taking the same activation row as the
- * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0, Q8_1
- * for Q4_1). The table of each ISA lives in its own folder (x86_avx2/,
- * x86_avx512/, arm_neon/, arm_dotprod/), compiled with that ISA's flags; dispatch.c picks
- * the best one the CPU and OS can run, once, or the one COLIBRI_ISA names.
+ * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_1 for Q4_1 / Q5_1,
+ * Q8_0 for the other block types). The table of each ISA lives in its own
+ * folder (x86_avx2/, x86_avx512/, arm_neon/, arm_dotprod/), compiled with that
+ * ISA's flags; dispatch.c picks the best one the CPU and OS can run, once, or
+ * the one COLIBRI_ISA names. A kernel a table leaves NULL is the scalar
+ * table's (dispatch.c fills it in), so an ISA can gain its types one by one.
  *
  * Contract of every kernel (tested in tests/c/test_isa.c): each y[r] is
  * BITWISE equal to the scalar reference vec_dot of row r — the integer parts
@@ -22,7 +24,7 @@
 
 #include "colibri.h"
 
-#define COLIBRI_WEIGHT_TYPES 6   /* colibri_dtype F32 .. Q4_1 */
+#define COLIBRI_WEIGHT_TYPES 16  /* colibri_dtype F32 .. MXFP4 */
 #define COLIBRI_DOT_ROWS 4       /* rows per group that SIMD kernels share activation loads over */
 
 /* y[r] = W[r, :] . x for r in [0, rows): w points at row 0, row r starts

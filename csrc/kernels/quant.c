@@ -178,24 +178,40 @@ static void colibri_bf16_row_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- the table -------------------------------------------------------------------- */
 
+#define COLIBRI_NO_F16 {-1, -1}
+/* a quant_blocks.h type; F16_A, F16_B: its f16 fields' offsets (-1: none) */
+#define COLIBRI_BLOCK_ENTRY(NAME, T, ELEMS, ACT, F16_A, F16_B) \
+    {NAME, ELEMS, sizeof(colibri_block_##T), ACT, colibri_dequantize_row_##T, colibri_quantize_row_##T, \
+     colibri_vec_dot_##T, {F16_A, F16_B}}
+
 static const colibri_type_traits colibri_types[COLIBRI_TYPE_COUNT] = {
     [COLIBRI_DTYPE_F32] = {"F32", 1, 4, COLIBRI_DTYPE_F32, colibri_f32_row_to_f32,
-                           colibri_f32_row_from_f32, colibri_dot_f32},
+                           colibri_f32_row_from_f32, colibri_dot_f32, COLIBRI_NO_F16},
     [COLIBRI_DTYPE_F16] = {"F16", 1, 2, COLIBRI_DTYPE_F32, colibri_f16_row_to_f32,
-                           colibri_f16_row_from_f32, colibri_dot_f16},
+                           colibri_f16_row_from_f32, colibri_dot_f16, {0, -1}},
     [COLIBRI_DTYPE_BF16] = {"BF16", 1, 2, COLIBRI_DTYPE_F32, colibri_bf16_row_to_f32,
-                            colibri_bf16_row_from_f32, colibri_dot_bf16},
+                            colibri_bf16_row_from_f32, colibri_dot_bf16, {0, -1}},
     [COLIBRI_DTYPE_Q8_0] = {"Q8_0", COLIBRI_QK, sizeof(colibri_block_q8_0), COLIBRI_DTYPE_Q8_0,
                             colibri_dequantize_row_q8_0, colibri_quantize_row_q8_0,
-                            colibri_vec_dot_q8_0_q8_0},
+                            colibri_vec_dot_q8_0_q8_0, {0, -1}},
     [COLIBRI_DTYPE_Q4_0] = {"Q4_0", COLIBRI_QK, sizeof(colibri_block_q4_0), COLIBRI_DTYPE_Q8_0,
                             colibri_dequantize_row_q4_0, colibri_quantize_row_q4_0,
-                            colibri_vec_dot_q4_0_q8_0},
+                            colibri_vec_dot_q4_0_q8_0, {0, -1}},
     [COLIBRI_DTYPE_Q4_1] = {"Q4_1", COLIBRI_QK, sizeof(colibri_block_q4_1), COLIBRI_TYPE_Q8_1,
                             colibri_dequantize_row_q4_1, colibri_quantize_row_q4_1,
-                            colibri_vec_dot_q4_1_q8_1},
+                            colibri_vec_dot_q4_1_q8_1, {0, 2}},
+    [COLIBRI_DTYPE_Q5_0] = COLIBRI_BLOCK_ENTRY("Q5_0", q5_0, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, 0, -1),
+    [COLIBRI_DTYPE_Q5_1] = COLIBRI_BLOCK_ENTRY("Q5_1", q5_1, COLIBRI_QK, COLIBRI_TYPE_Q8_1, 0, 2),
+    [COLIBRI_DTYPE_Q2_K] = COLIBRI_BLOCK_ENTRY("Q2_K", q2_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 80, 82),
+    [COLIBRI_DTYPE_Q3_K] = COLIBRI_BLOCK_ENTRY("Q3_K", q3_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 108, -1),
+    [COLIBRI_DTYPE_Q4_K] = COLIBRI_BLOCK_ENTRY("Q4_K", q4_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, 2),
+    [COLIBRI_DTYPE_Q5_K] = COLIBRI_BLOCK_ENTRY("Q5_K", q5_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, 2),
+    [COLIBRI_DTYPE_Q6_K] = COLIBRI_BLOCK_ENTRY("Q6_K", q6_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 208, -1),
+    [COLIBRI_DTYPE_IQ4_NL] = COLIBRI_BLOCK_ENTRY("IQ4_NL", iq4_nl, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, 0, -1),
+    [COLIBRI_DTYPE_IQ4_XS] = COLIBRI_BLOCK_ENTRY("IQ4_XS", iq4_xs, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, -1),
+    [COLIBRI_DTYPE_MXFP4] = COLIBRI_BLOCK_ENTRY("MXFP4", mxfp4, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, -1, -1),
     [COLIBRI_TYPE_Q8_1] = {"Q8_1", COLIBRI_QK, sizeof(colibri_block_q8_1), COLIBRI_TYPE_Q8_1,
-                           colibri_dequantize_row_q8_1, colibri_quantize_row_q8_1, NULL},
+                           colibri_dequantize_row_q8_1, colibri_quantize_row_q8_1, NULL, {0, 2}},
 };
 
 const colibri_type_traits *colibri_type_traits_of(int32_t type) {

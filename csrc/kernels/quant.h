@@ -1,6 +1,7 @@
 /*
  * quant.h — the weight-type table of libcolibri (internal) and the scalar
- * references of the GGUF block types Q8_0, Q4_0 and Q4_1.
+ * references of the GGUF block types Q8_0, Q4_0 and Q4_1 (the other block
+ * types are in quant_blocks.h).
  *
  * Block types store 32 consecutive elements of a row as one fixed struct, in
  * exactly the byte layout GGUF / ggml use, so GGUF tensors are used in place:
@@ -27,12 +28,13 @@
 
 #include "colibri.h"
 #include "kernels.h"
+#include "quant_blocks.h"
 
-#define COLIBRI_QK 32   /* elements per block of every block type */
+#define COLIBRI_QK 32   /* elements per block of Q8_0 / Q4_0 / Q4_1 / Q8_1, and per dot group of every block type */
 
 /* The activation-only type id, after the public colibri_dtype values. */
-#define COLIBRI_TYPE_Q8_1 6
-#define COLIBRI_TYPE_COUNT 7
+#define COLIBRI_TYPE_Q8_1 16
+#define COLIBRI_TYPE_COUNT 17
 
 typedef struct colibri_block_q8_0 {
     uint16_t d;                  /* f16 scale */
@@ -69,12 +71,14 @@ typedef void (*colibri_from_f32_fn)(const float *src, void *dst, int64_t n);  /*
 
 typedef struct colibri_type_traits {
     const char *name;             /* "F32", "Q4_0", ... as GGUF spells it */
-    int64_t block_elems;          /* elements per block: 1 for float types, 32 for block types */
+    int64_t block_elems;          /* elements per block: 1 for float types, 32 or 256 for block types */
     int64_t block_bytes;          /* bytes per block */
     int32_t act_type;             /* what vec_dot's activation row is: F32, Q8_0 or Q8_1 */
     colibri_to_f32_fn to_f32;     /* dequantize / widen a row */
     colibri_from_f32_fn from_f32; /* quantize / narrow a row */
     colibri_dot_fn vec_dot;       /* weight row . activation row (act_type); NULL: not a weight type */
+    int16_t f16_at[2];            /* byte offsets in a block of its f16 fields (-1: none), which a
+                                     big-endian host byte-swaps; F32 words are swapped whole */
 } colibri_type_traits;
 
 /* The entry of a type id; NULL if there is none. */

@@ -45,12 +45,29 @@ static int n_mismatched;   /* shapes whose result differs bitwise from the refer
 static const char *const isa_names[] = {"avx512", "avx2", "neon_dotprod", "neon"};
 static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 13, 31, 67};
 static const int64_t float_cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 255, 1000, 2047, 2048};
-static const int64_t block_cols[] = {32, 64, 96, 160, 480, 1024, 2016, 2048};
+static const int64_t block_cols[] = {32, 64, 96, 160, 256, 480, 768, 1024, 1280, 2016, 2048};   /* those that are
+                                                                                   whole blocks of the type */
 
 #define N_ROWS (int64_t)(sizeof(row_counts) / sizeof(row_counts[0]))
 #define MAX_ROWS 67
 #define MAX_COLS 2048
 #define PAD 64   /* extra bytes between weight rows in the wide-stride case */
+
+/* Random bytes in every field of a row's blocks except the f16 scales (kept
+ * as quantized: finite), so that every quant, sub-block scale and min takes
+ * extreme values too; MXFP4's exponent stays in [100, 150] (finite products). */
+static void test_scramble_blocks(int32_t dtype, char *row, int64_t cols) {
+    const colibri_type_traits *t = colibri_type_traits_of(dtype);
+    for (int64_t b = 0; b < cols / t->block_elems; b++) {
+        unsigned char *blk = (unsigned char *)row + b * t->block_bytes;
+        for (int64_t k = 0; k < t->block_bytes; k++) {
+            int f16 = 0;
+            for (int f = 0; f < 2; f++) f16 |= t->f16_at[f] >= 0 && (k == t->f16_at[f] || k == t->f16_at[f] + 1);
+            if (!f16) blk[k] = (unsigned char)(test_rand(&rng) * 256.0f + 128.0f);
+        }
+        if (dtype == COLIBRI_DTYPE_MXFP4) blk[0] = (unsigned char)(100 + b % 51);
+    }
+}
 
 /* Fills w: [rows] rows of `stride` bytes with random weights of dtype (cols
  * each), keeping their f32 values in wf: [rows, cols] (dequantized); x: [cols]
@@ -66,6 +83,7 @@ static void test_make(int32_t dtype, int64_t rows, int64_t cols, int64_t stride,
             colibri_block_q8_0 *b = (colibri_block_q8_0 *)(w + r * stride);
             b[r % (cols / COLIBRI_QK)].qs[r % COLIBRI_QK] = -128;
         }
+        if (dtype >= COLIBRI_DTYPE_Q5_0 && r % 2) test_scramble_blocks(dtype, w + r * stride, cols);
         t->to_f32(w + r * stride, src, cols);
     }
     for (int64_t c = 0; c < cols; c++) x[c] = test_rand(&rng) * 2.0f;
@@ -109,6 +127,7 @@ static void test_bitwise_and_nmse(const colibri_isa_table *isa) {
         double worst = 0.0;
         int mismatched_before = n_mismatched;
         for (int64_t j = 0; j < n_cols; j++) {   /* NMSE over every row count and stride of cols[j] */
+            if (cols[j] % t->block_elems) continue;
             int64_t row_bytes = colibri_row_bytes(dtype, cols[j]);
             double err2 = 0.0, ref2 = 0.0;
             for (int64_t i = 0; i < N_ROWS; i++) {
@@ -123,8 +142,9 @@ static void test_bitwise_and_nmse(const colibri_isa_table *isa) {
             }
             if (nmse > worst) worst = nmse;
         }
-        printf("%s %s: %d shapes differ bitwise from the reference; worst NMSE vs float64 %.3g\n", isa->name,
-               t->name, n_mismatched - mismatched_before, worst);
+        printf("%s %s: %d shapes differ bitwise from the reference; worst NMSE vs float64 %.3g%s\n", isa->name,
+               t->name, n_mismatched - mismatched_before, worst,
+               isa->dot_rows[dtype] == colibri_isa_scalar.dot_rows[dtype] ? " (the scalar table's kernels)" : "");
     }
 }
 
@@ -220,13 +240,13 @@ static void test_gemm(const colibri_isa_table *isa) {
     static const int64_t tokens[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 67, 130};
     static const int64_t gemm_float_cols[] = {7, 16, 33, 100};
     static const int64_t gemm_block_cols[] = {32, 96, 1024, 2016};
+    static const int64_t gemm_super_cols[] = {256, 1024, 1280, 2048};   /* types of 256-element blocks */
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
-        int block = colibri_type_traits_of(dtype)->block_elems > 1;
-        const int64_t *cols = block ? gemm_block_cols : gemm_float_cols;
-        int64_t n_cols = 4;
+        int64_t block = colibri_type_traits_of(dtype)->block_elems;
+        const int64_t *cols = block == 1 ? gemm_float_cols : block == 32 ? gemm_block_cols : gemm_super_cols;
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
             for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
-                for (int64_t j = 0; j < n_cols; j++) test_gemm_shape(isa, dtype, rows[i], cols[j], tokens[k]);
+                for (int64_t j = 0; j < 4; j++) test_gemm_shape(isa, dtype, rows[i], cols[j], tokens[k]);
             }
         }
     }

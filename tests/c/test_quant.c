@@ -1,7 +1,7 @@
 /*
  * test_quant.c — the block types Q8_0, Q4_0, Q4_1 (and the Q8_1 activation
- * type) of the kernels' reference layer:
- *   - struct sizes and the type table agree with GGUF's block layouts;
+ * type) of the kernels' reference layer (the others: test_quant_blocks.c):
+ *   - struct sizes and the type table agree with GGUF's block layouts (every type);
  *   - hand-computed blocks: exact bytes, nibbles and scales;
  *   - round trip on random data within each type's stated bound;
  *   - the integer part of every block dot product is exact;
@@ -50,9 +50,10 @@ static int test_nibble(const uint8_t *qs, int j) {
 static void test_layout(void) {
     CHECK(sizeof(colibri_block_q8_0) == 34 && sizeof(colibri_block_q4_0) == 18 &&
           sizeof(colibri_block_q4_1) == 20 && sizeof(colibri_block_q8_1) == 36, "block sizes 34/18/20/36");
-    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 36};
-    const int64_t want_elems[COLIBRI_TYPE_COUNT] = {1, 1, 1, 32, 32, 32, 32};
-    const char *want_names[COLIBRI_TYPE_COUNT] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q8_1"};
+    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 36};
+    const int64_t want_elems[COLIBRI_TYPE_COUNT] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 32, 32};
+    const char *want_names[COLIBRI_TYPE_COUNT] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+                                                  "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q8_1"};
     for (int32_t t = 0; t < COLIBRI_TYPE_COUNT; t++) {
         const colibri_type_traits *type = colibri_type_traits_of(t);
         CHECK(type->block_bytes == want_bytes[t] && type->block_elems == want_elems[t] &&
