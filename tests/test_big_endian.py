@@ -48,6 +48,9 @@ FLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", 
 # deepseek_v3-a latent attention and sigmoid routing with a selection bias.
 FILES = [("mixtral-c", d) for d in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")] + [("qwen2_moe-a", "bf16"),
                                                                                    ("deepseek_v3-a", "bf16")]
+# and a GGUF holding every other block type (one per matrix, round robin), kept as stored
+EVERY_TYPE = "every-block-type"
+FILES += [("qwen3_moe-wide", EVERY_TYPE)]
 N_TOKENS = 12
 
 pytestmark = pytest.mark.skipif(
@@ -75,12 +78,32 @@ def programs(tmp_path_factory) -> tuple[list[str], list[str]]:
     return [QEMU, str(be)], [str(host)]
 
 
+def _every_type_gguf(tiny, path: Path) -> Path:
+    from test_gguf_blocks import _write
+    from test_quant_oracle import NEW_TYPES
+
+    names = []
+
+    def recipe(name, array):
+        if array.ndim < 2 or "ffn_gate_inp" in name:
+            return "F32"
+        names.append(name)
+        return NEW_TYPES[(len(names) - 1) % len(NEW_TYPES)]
+
+    _write(tiny, path, recipe)
+    return path
+
+
 @pytest.fixture(scope="module")
 def files(tiny_model_factory, tmp_path_factory) -> dict[tuple[str, str], Path]:
     root = tmp_path_factory.mktemp("big_endian_files")
-    return {(name, dtype): convert(tiny_model_factory(name).path, root / f"{name}-{dtype}.colibri", dtype,
-                                   progress=False)
-            for name, dtype in FILES}
+    out = {}
+    for name, dtype in FILES:
+        src, how = tiny_model_factory(name).path, dtype
+        if dtype == EVERY_TYPE:
+            src, how = _every_type_gguf(tiny_model_factory(name), root / f"{name}.gguf"), "keep"
+        out[name, dtype] = convert(src, root / f"{name}-{dtype}.colibri", how, progress=False)
+    return out
 
 
 def _run(command: list[str], path: Path, ids: list[int]) -> subprocess.CompletedProcess:
@@ -103,7 +126,11 @@ def test_logits_on_s390x_equal_host(programs, files, name, dtype):
     file = native.NativeFile.open(path)
     stored, n_vocab = {e.dtype_name for e in file.entries}, file.hparams["n_vocab"]
     file.close()
-    assert dtype.upper() in stored, stored   # the file really holds the dtype under test
+    if dtype == EVERY_TYPE:
+        from test_quant_oracle import NEW_TYPES
+        assert set(NEW_TYPES) <= stored, stored
+    else:
+        assert dtype.upper() in stored, stored   # the file really holds the dtype under test
     ids = token_ids(n_vocab, N_TOKENS, seed=7)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     be, host = programs
@@ -125,13 +152,13 @@ def _truncated(path: Path, out: Path) -> Path:
 def _unknown_dtype(path: Path, out: Path) -> Path:
     data = bytearray(path.read_bytes())
     directory = struct.unpack_from("<Q", data, 24)[0]
-    struct.pack_into("<i", data, directory + 12, 9)   # entry 0's dtype
+    struct.pack_into("<i", data, directory + 12, 99)   # entry 0's dtype
     out.write_bytes(bytes(data))
     return out
 
 
 @pytest.mark.parametrize("corrupt,expect", [(_truncated, "run past the end of the file"),
-                                            (_unknown_dtype, "unknown dtype 9")])
+                                            (_unknown_dtype, "unknown dtype 99")])
 def test_bad_file_on_s390x_same_error(programs, files, tmp_path, corrupt, expect):
     path = corrupt(files["mixtral-c", "q4_1"], tmp_path / "bad.colibri")
     be, host = programs
