@@ -85,6 +85,7 @@ const colibri_isa_table colibri_isa_scalar = {
     },
     colibri_quantize_row_q8_0,
     colibri_quantize_row_q8_1,
+    colibri_quantize_row_q8_s,
     {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
     {colibri_f32_row_from_f32, colibri_f16_row_from_f32},
     colibri_softmax_apply,
@@ -94,6 +95,7 @@ const colibri_isa_table colibri_isa_scalar = {
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {
     if (act == COLIBRI_DTYPE_Q8_0) return isa->quantize_q8_0;
     if (act == COLIBRI_TYPE_Q8_1) return isa->quantize_q8_1;
+    if (act == COLIBRI_TYPE_Q8_S) return isa->quantize_q8_s;
     return NULL;
 }
 

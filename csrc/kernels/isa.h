@@ -56,6 +56,7 @@ typedef struct colibri_isa_table {
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
     colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
     colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
+    colibri_quantize_fn quantize_q8_s;                /* activations of the types of quant_blocks.h */
     colibri_weighted_sum_fn weighted_sum[2];          /* attention's value sum, by KV dtype (F32, F16) */
     /* a row narrowed into the KV cache's type (F32, F16), bitwise quant.h's
      * colibri_f32_row_from_f32 / colibri_f16_row_from_f32 */
@@ -64,7 +65,7 @@ typedef struct colibri_isa_table {
     void (*silu_mul)(float *g, const float *u, int64_t n);   /* colibri_silu_mul, bitwise */
 } colibri_isa_table;
 
-/* The table's quantizer of activation type act (Q8_0 or Q8_1); NULL for others. */
+/* The table's quantizer of activation type act (Q8_0, Q8_1 or Q8_S); NULL for others. */
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act);
 
 /* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
@@ -255,8 +256,10 @@ void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);
 void colibri_silu_mul_avx512(float *g, const float *u, int64_t n);
 void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_s_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_avx512(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_s_avx512(const float *x, void *dst, int64_t n);
 void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
@@ -283,6 +286,7 @@ void colibri_softmax_neon(float *x, int64_t n);
 void colibri_silu_mul_neon(float *g, const float *u, int64_t n);
 void colibri_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_1_neon(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_s_neon(const float *x, void *dst, int64_t n);
 void colibri_weighted_sum_f32_neon(float *restrict out, const float *restrict w, const void *restrict rows,
                                    int64_t stride, int32_t n, int64_t n_cols);
 void colibri_weighted_sum_f16_neon(float *restrict out, const float *restrict w, const void *restrict rows,

@@ -54,6 +54,21 @@ void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n) {
     }
 }
 
+void colibri_quantize_row_q8_s(const float *x, void *dst, int64_t n) {
+    colibri_block_q8_s *b = (colibri_block_q8_s *)dst;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        b[i].d = colibri_q8_block(x + i * COLIBRI_QK, b[i].qs);
+        colibri_q8_s_sums(&b[i]);
+    }
+}
+
+void colibri_dequantize_row_q8_s(const void *src, float *y, int64_t n) {
+    const colibri_block_q8_s *b = (const colibri_block_q8_s *)src;
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
+        for (int j = 0; j < COLIBRI_QK; j++) y[i * COLIBRI_QK + j] = b[i].d * (float)b[i].qs[j];
+    }
+}
+
 void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n) {
     const colibri_block_q8_0 *b = (const colibri_block_q8_0 *)src;
     for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
@@ -200,18 +215,20 @@ static const colibri_type_traits colibri_types[COLIBRI_TYPE_COUNT] = {
     [COLIBRI_DTYPE_Q4_1] = {"Q4_1", COLIBRI_QK, sizeof(colibri_block_q4_1), COLIBRI_TYPE_Q8_1,
                             colibri_dequantize_row_q4_1, colibri_quantize_row_q4_1,
                             colibri_vec_dot_q4_1_q8_1, {0, 2}},
-    [COLIBRI_DTYPE_Q5_0] = COLIBRI_BLOCK_ENTRY("Q5_0", q5_0, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, 0, -1),
-    [COLIBRI_DTYPE_Q5_1] = COLIBRI_BLOCK_ENTRY("Q5_1", q5_1, COLIBRI_QK, COLIBRI_TYPE_Q8_1, 0, 2),
-    [COLIBRI_DTYPE_Q2_K] = COLIBRI_BLOCK_ENTRY("Q2_K", q2_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 80, 82),
-    [COLIBRI_DTYPE_Q3_K] = COLIBRI_BLOCK_ENTRY("Q3_K", q3_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 108, -1),
-    [COLIBRI_DTYPE_Q4_K] = COLIBRI_BLOCK_ENTRY("Q4_K", q4_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, 2),
-    [COLIBRI_DTYPE_Q5_K] = COLIBRI_BLOCK_ENTRY("Q5_K", q5_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, 2),
-    [COLIBRI_DTYPE_Q6_K] = COLIBRI_BLOCK_ENTRY("Q6_K", q6_k, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 208, -1),
-    [COLIBRI_DTYPE_IQ4_NL] = COLIBRI_BLOCK_ENTRY("IQ4_NL", iq4_nl, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, 0, -1),
-    [COLIBRI_DTYPE_IQ4_XS] = COLIBRI_BLOCK_ENTRY("IQ4_XS", iq4_xs, COLIBRI_QK_K, COLIBRI_DTYPE_Q8_0, 0, -1),
-    [COLIBRI_DTYPE_MXFP4] = COLIBRI_BLOCK_ENTRY("MXFP4", mxfp4, COLIBRI_QK, COLIBRI_DTYPE_Q8_0, -1, -1),
+    [COLIBRI_DTYPE_Q5_0] = COLIBRI_BLOCK_ENTRY("Q5_0", q5_0, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, -1),
+    [COLIBRI_DTYPE_Q5_1] = COLIBRI_BLOCK_ENTRY("Q5_1", q5_1, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, 2),
+    [COLIBRI_DTYPE_Q2_K] = COLIBRI_BLOCK_ENTRY("Q2_K", q2_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 80, 82),
+    [COLIBRI_DTYPE_Q3_K] = COLIBRI_BLOCK_ENTRY("Q3_K", q3_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 108, -1),
+    [COLIBRI_DTYPE_Q4_K] = COLIBRI_BLOCK_ENTRY("Q4_K", q4_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, 2),
+    [COLIBRI_DTYPE_Q5_K] = COLIBRI_BLOCK_ENTRY("Q5_K", q5_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, 2),
+    [COLIBRI_DTYPE_Q6_K] = COLIBRI_BLOCK_ENTRY("Q6_K", q6_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 208, -1),
+    [COLIBRI_DTYPE_IQ4_NL] = COLIBRI_BLOCK_ENTRY("IQ4_NL", iq4_nl, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, -1),
+    [COLIBRI_DTYPE_IQ4_XS] = COLIBRI_BLOCK_ENTRY("IQ4_XS", iq4_xs, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, -1),
+    [COLIBRI_DTYPE_MXFP4] = COLIBRI_BLOCK_ENTRY("MXFP4", mxfp4, COLIBRI_QK, COLIBRI_TYPE_Q8_S, -1, -1),
     [COLIBRI_TYPE_Q8_1] = {"Q8_1", COLIBRI_QK, sizeof(colibri_block_q8_1), COLIBRI_TYPE_Q8_1,
                            colibri_dequantize_row_q8_1, colibri_quantize_row_q8_1, NULL, {0, 2}},
+    [COLIBRI_TYPE_Q8_S] = {"Q8_S", COLIBRI_QK, sizeof(colibri_block_q8_s), COLIBRI_TYPE_Q8_S,
+                           colibri_dequantize_row_q8_s, colibri_quantize_row_q8_s, NULL, {-1, -1}},
 };
 
 const colibri_type_traits *colibri_type_traits_of(int32_t type) {

@@ -32,9 +32,10 @@
 
 #define COLIBRI_QK 32   /* elements per block of Q8_0 / Q4_0 / Q4_1 / Q8_1, and per dot group of every block type */
 
-/* The activation-only type id, after the public colibri_dtype values. */
+/* The activation-only type ids, after the public colibri_dtype values. */
 #define COLIBRI_TYPE_Q8_1 16
-#define COLIBRI_TYPE_COUNT 17
+#define COLIBRI_TYPE_Q8_S 17
+#define COLIBRI_TYPE_COUNT 18
 
 typedef struct colibri_block_q8_0 {
     uint16_t d;                  /* f16 scale */
@@ -58,7 +59,17 @@ typedef struct colibri_block_q8_1 {
     int8_t qs[COLIBRI_QK];
 } colibri_block_q8_1;
 
+/* The activations of the types of quant_blocks.h: Q8_0's quants (bitwise), its
+ * scale in f32 (before Q8_0's f16 rounding), and the exact sums of the two
+ * halves' quants, which the offset and min terms of those types' dots need. */
+typedef struct colibri_block_q8_s {
+    float d;                     /* f32 scale: x[j] ~ d * qs[j] */
+    int16_t sum[2];              /* sum of qs[0..15], of qs[16..31] */
+    int8_t qs[COLIBRI_QK];
+} colibri_block_q8_s;
+
 _Static_assert(sizeof(colibri_block_q8_0) == 34, "Q8_0 block is 34 bytes (GGUF)");
+_Static_assert(sizeof(colibri_block_q8_s) == 40, "Q8_S block is 40 bytes");
 _Static_assert(sizeof(colibri_block_q4_0) == 18, "Q4_0 block is 18 bytes (GGUF)");
 _Static_assert(sizeof(colibri_block_q4_1) == 20, "Q4_1 block is 20 bytes (GGUF)");
 _Static_assert(sizeof(colibri_block_q8_1) == 36, "Q8_1 block is 36 bytes (ggml)");
@@ -105,6 +116,7 @@ void colibri_quantize_row_q8_0(const float *x, void *dst, int64_t n);  /* dst: [
 void colibri_quantize_row_q4_0(const float *x, void *dst, int64_t n);
 void colibri_quantize_row_q4_1(const float *x, void *dst, int64_t n);
 void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n);
+void colibri_quantize_row_q8_s(const float *x, void *dst, int64_t n);
 
 /* Defines an ISA's activation quantizers NAME_Q8_0 and NAME_Q8_1 (each a row
  * of n values into [n/32] blocks) from BLOCK(const float *x, int8_t *qs,
@@ -128,6 +140,25 @@ void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n);
         }                                                                                      \
     }
 
+/* The half sums of a Q8_S block whose qs are set. */
+static inline void colibri_q8_s_sums(colibri_block_q8_s *b) {
+    int32_t s0 = 0, s1 = 0;
+    for (int j = 0; j < COLIBRI_QK / 2; j++) s0 += b->qs[j], s1 += b->qs[j + COLIBRI_QK / 2];
+    b->sum[0] = (int16_t)s0;
+    b->sum[1] = (int16_t)s1;
+}
+
+/* Defines an ISA's Q8_S quantizer NAME from the same BLOCK as COLIBRI_Q8_ROW_QUANTIZERS. */
+#define COLIBRI_Q8_S_ROW_QUANTIZER(NAME, BLOCK)                                                 \
+    void NAME(const float *x, void *dst, int64_t n) {                                          \
+        colibri_block_q8_s *b = (colibri_block_q8_s *)dst;   /* b: [n/32] */                   \
+        int32_t sum;                                                                           \
+        for (int64_t i = 0; i < n / COLIBRI_QK; i++) {                                          \
+            b[i].d = BLOCK(x + i * COLIBRI_QK, b[i].qs, &sum);                                  \
+            colibri_q8_s_sums(&b[i]);                                                          \
+        }                                                                                      \
+    }
+
 /* ---- narrow f32 rows (the type table's from_f32 of F32 and F16) -------------
  * dst: [n] of the type; f16 by colibri_f32_to_f16 (round to nearest even). */
 void colibri_f32_row_from_f32(const float *src, void *dst, int64_t n);
@@ -138,6 +169,7 @@ void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n);
 void colibri_dequantize_row_q4_0(const void *src, float *y, int64_t n);
 void colibri_dequantize_row_q4_1(const void *src, float *y, int64_t n);
 void colibri_dequantize_row_q8_1(const void *src, float *y, int64_t n);
+void colibri_dequantize_row_q8_s(const void *src, float *y, int64_t n);
 
 /* ---- dot products (quant_dot.c) ---------------------------------------------
  * The integer part of one block: sum over j of q_w[j] * q_a[j], exact in int32

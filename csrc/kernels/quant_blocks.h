@@ -20,18 +20,19 @@
  * byte-swaps them on big-endian hosts, as it does Q4_1's); every other
  * multi-byte field is read byte by byte, little-endian, as the file stores it.
  *
- * Dot products (quant_dot_blocks.c): every type's activation row is Q8_0
- * (blocks of 32 values, one f16 scale each: quant.h), a finer grid than
- * ggml's Q8_K (one scale per 256) for the 256-element types. A row is walked
- * in groups of 32 elements, group g against activation block g:
- *   isum_g = sum over the group's sub-blocks s of S_s * sum_j q_j * a_j    (exact int32)
- *   msum_g = sum over s of M_s * sum_j a_j                                (types with mins)
+ * Dot products (quant_dot_blocks.c): every type's activation row is Q8_S
+ * (quant.h: Q8_0's blocks of 32 int8 values, the scale in f32, and the exact
+ * sum of each half's quants), a finer grid than ggml's Q8_K (one scale per
+ * 256) for the 256-element types. A row is walked in groups of 32 elements,
+ * group g against activation block g:
+ *   isum_g = sum over the group's halves h (16 elements) of S_h * sum_j q_j * a_j   (exact int32)
+ *   msum_g = sum over h of M_h * A_h,  A_h = the activation's half sum          (types with mins)
  *   acc += (float)isum_g * (D * d_a)        [ - (float)msum_g * (DMIN * d_a) ]
- * groups in order from acc = 0, where S_s, M_s are the integer sub-block
- * scales and mins (1 where the type has none), q_j the signed integer quant
- * (q - 16, kv[q], q - 32, ...) and D, DMIN the f32 block scales. Q5_1 alone
- * takes Q8_1 activations, as Q4_1 does: acc += (float)isum * (d * d_a) + m * s_a.
- * Every |isum_g| stays below 2^24, so its conversion to float is exact.
+ * groups in order from acc = 0, where S_h, M_h are the integer scale and min
+ * of the sub-block holding half h (1 and 0 where the type has none), q_j the
+ * signed integer quant (q - 16, kv[q], q - 32, ...) and D, DMIN the f32 block
+ * scales. Q5_1's d q + m takes the min form with M = 1 and DMIN = -m. Every
+ * |isum_g| stays below 2^24, so its conversion to float is exact.
  */
 #ifndef COLIBRI_QUANT_BLOCKS_H
 #define COLIBRI_QUANT_BLOCKS_H

@@ -50,15 +50,18 @@ static int test_nibble(const uint8_t *qs, int j) {
 static void test_layout(void) {
     CHECK(sizeof(colibri_block_q8_0) == 34 && sizeof(colibri_block_q4_0) == 18 &&
           sizeof(colibri_block_q4_1) == 20 && sizeof(colibri_block_q8_1) == 36, "block sizes 34/18/20/36");
-    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 36};
-    const int64_t want_elems[COLIBRI_TYPE_COUNT] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 32, 32};
+    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 36,
+                                                    40};
+    const int64_t want_elems[COLIBRI_TYPE_COUNT] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 32, 32,
+                                                    32};
     const char *want_names[COLIBRI_TYPE_COUNT] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
-                                                  "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q8_1"};
+                                                  "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q8_1",
+                                                  "Q8_S"};
     for (int32_t t = 0; t < COLIBRI_TYPE_COUNT; t++) {
         const colibri_type_traits *type = colibri_type_traits_of(t);
         CHECK(type->block_bytes == want_bytes[t] && type->block_elems == want_elems[t] &&
               strcmp(type->name, want_names[t]) == 0, "table entry %d", t);
-        CHECK(colibri_type_is_weight(t) == (t != COLIBRI_TYPE_Q8_1), "weight type %d", t);
+        CHECK(colibri_type_is_weight(t) == (t < COLIBRI_TYPE_Q8_1), "weight type %d", t);
     }
     CHECK(colibri_type_traits_of(COLIBRI_DTYPE_Q4_0)->act_type == COLIBRI_DTYPE_Q8_0 &&
           colibri_type_traits_of(COLIBRI_DTYPE_Q8_0)->act_type == COLIBRI_DTYPE_Q8_0 &&

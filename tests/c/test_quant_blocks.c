@@ -8,8 +8,7 @@
  *     128, activation d = 1) and random bytes everywhere else, vec_dot is the
  *     exact integer sum of products of the dequantized values, int64;
  *   - vec_dot vs a float64 dot of the dequantized weights with the
- *     dequantized activations: relative error <= 1e-5 (the f32 group sums;
- *     Q5_1's offset with the activation's f16 block sum s, as its contract says);
+ *     dequantized (Q8_S) activations: relative error <= 1e-5 (the f32 group sums);
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
  *     UNquantized activations: NMSE <= 5e-4 (rows 1..67, cols up to 2048);
  *   - round trip of standard normal rows: NMSE within each type's bound.
@@ -110,30 +109,22 @@ static void test_random_row(int32_t dtype, int64_t n, int unit, char *row) {
     }
 }
 
-/* An activation row: random values quantized to act (Q8_0 or Q8_1); unit: every d = 1 and
- * the quants random in [-127, 127] (Q8_1: in [-60, 60], so that s, their sum, is exact in f16). */
-static void test_act_row(int32_t act, int64_t n, int unit, char *a) {
-    const colibri_type_traits *t = colibri_type_traits_of(act);
+/* A Q8_S activation row: random values quantized; unit: every d = 1 and the
+ * quants random in [-127, 127] (sums recomputed). */
+static void test_act_row(int64_t n, int unit, char *a) {
     float *x = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) x[i] = (float)test_normal() * (i % 7 == 0 ? 4.0f : 1.0f);
-    t->from_f32(x, a, n);
+    colibri_quantize_row_q8_s(x, a, n);
     free(x);
     if (!unit) return;
     for (int64_t b = 0; b < n / COLIBRI_QK; b++) {
-        int32_t sum = 0;
-        int8_t *qs = act == COLIBRI_TYPE_Q8_1 ? ((colibri_block_q8_1 *)a)[b].qs : ((colibri_block_q8_0 *)a)[b].qs;
-        int top = act == COLIBRI_TYPE_Q8_1 ? 60 : 127;
+        colibri_block_q8_s *blk = (colibri_block_q8_s *)a + b;
         for (int j = 0; j < COLIBRI_QK; j++) {
-            int v = (int)(test_rand(&rng) * (float)(2 * top));
-            qs[j] = (int8_t)(j == b % 32 ? (b % 2 ? top : -top) : v);
-            sum += qs[j];
+            int v = (int)(test_rand(&rng) * 254.0f);
+            blk->qs[j] = (int8_t)(j == b % 32 ? (b % 2 ? 127 : -127) : v);
         }
-        if (act == COLIBRI_TYPE_Q8_1) {
-            ((colibri_block_q8_1 *)a)[b].d = colibri_f32_to_f16(1.0f);
-            ((colibri_block_q8_1 *)a)[b].s = colibri_f32_to_f16((float)sum);
-        } else {
-            ((colibri_block_q8_0 *)a)[b].d = colibri_f32_to_f16(1.0f);
-        }
+        blk->d = 1.0f;
+        colibri_q8_s_sums(blk);
     }
 }
 
@@ -151,7 +142,8 @@ static void test_dots(void) {
             int unit = trial % 2 == 0;
             int64_t n = t->block_elems * (1 + trial % 8);
             test_random_row(dtype, n, unit, w);
-            test_act_row(t->act_type, n, unit, a);
+            CHECK(t->act_type == COLIBRI_TYPE_Q8_S, "%s takes Q8_S activations", t->name);
+            test_act_row(n, unit, a);
             t->to_f32(w, wd, n);
             act->to_f32(a, ad, n);
             double ref = 0.0, mag = 0.0;
@@ -160,15 +152,6 @@ static void test_dots(void) {
                 ref += (double)wd[i] * (double)ad[i];
                 mag += fabs((double)wd[i] * (double)ad[i]);
                 iref += (int64_t)wd[i] * (int64_t)ad[i];
-            }
-            if (t->act_type == COLIBRI_TYPE_Q8_1) {   /* Q5_1's offset goes through s = f16(d_a sum a), as stored */
-                for (int64_t b = 0; b < n / COLIBRI_QK; b++) {
-                    const colibri_block_q8_1 *ab = (const colibri_block_q8_1 *)a + b;
-                    double sum = 0.0;
-                    for (int j = 0; j < COLIBRI_QK; j++) sum += ab->qs[j];
-                    double m = colibri_f16_to_f32(((const colibri_block_q5_1 *)w)[b].m);
-                    ref += m * (colibri_f16_to_f32(ab->s) - colibri_f16_to_f32(ab->d) * sum);
-                }
             }
             float got = t->vec_dot(w, a, n);
             if (unit) {

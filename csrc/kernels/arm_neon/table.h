@@ -31,6 +31,7 @@
         },                                                                      \
         colibri_quantize_q8_0_neon,                                             \
         colibri_quantize_q8_1_neon,                                             \
+        colibri_quantize_q8_s_neon,                                             \
         {colibri_weighted_sum_f32_neon, colibri_weighted_sum_f16_neon},         \
         {colibri_f32_row_from_f32, colibri_f16_row_from_f32_neon},              \
         colibri_softmax_neon,                                                   \

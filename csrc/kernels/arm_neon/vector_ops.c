@@ -1,5 +1,5 @@
 /*
- * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1),
+ * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1 / Q8_S),
  * attention's value sum over f32 or f16 rows, softmax and SiLU·up, bitwise
  * the reference:
  *   quantize: a block of 32 as eight 4-lane vectors; amax by a compare and
@@ -58,6 +58,7 @@ static inline float colibri_q8_block_neon(const float *x, int8_t *qs, int32_t *s
 }
 
 COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_neon, colibri_quantize_q8_1_neon, colibri_q8_block_neon)
+COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_neon, colibri_q8_block_neon)
 
 static inline float32x4_t colibri_ws4_f32(const void *r, int64_t i) { return vld1q_f32((const float *)r + i); }
 static inline float32x4_t colibri_ws4_f16(const void *r, int64_t i) {

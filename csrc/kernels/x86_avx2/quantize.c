@@ -1,5 +1,5 @@
 /*
- * x86_avx2/quantize.c — activation rows into Q8_0 / Q8_1 blocks with AVX2,
+ * x86_avx2/quantize.c — activation rows into Q8_0 / Q8_1 / Q8_S blocks with AVX2,
  * bitwise the reference (quant.c), one block of 32 as four 8-lane vectors;
  * the rounding and NaN rules are those of x86_avx512/quantize.c:
  * max_ps(|x|, m) keeps m for a NaN |x|; q = trunc + (frac >= 0.5) -
@@ -50,6 +50,7 @@ static inline float colibri_q8_block_avx2(const float *x, int8_t *qs, int32_t *s
 }
 
 COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_avx2, colibri_quantize_q8_1_avx2, colibri_q8_block_avx2)
+COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_avx2, colibri_q8_block_avx2)
 
 /* dst: [n] f16 = src: [n] rounded to nearest even, 8 at a time by F16C's
  * vcvtps2ph with the rounding given in the instruction (MXCSR plays no part),

@@ -30,6 +30,7 @@ const colibri_isa_table colibri_isa_avx512 = {
     },
     colibri_quantize_q8_0_avx512,
     colibri_quantize_q8_1_avx512,
+    colibri_quantize_q8_s_avx512,
     {colibri_weighted_sum_f32_avx512, colibri_weighted_sum_f16_avx512},
     {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},
     colibri_softmax_avx512,

@@ -1,5 +1,5 @@
 /*
- * x86_avx512/quantize.c — activation rows into Q8_0 / Q8_1 blocks with
+ * x86_avx512/quantize.c — activation rows into Q8_0 / Q8_1 / Q8_S blocks with
  * AVX-512, bitwise the reference (quant.c), one block of 32 as two 16-lane
  * vectors:
  *   amax: lane-wise max_ps(|x|, m) keeps m where |x| is NaN, as the
@@ -39,3 +39,4 @@ static inline float colibri_q8_block_avx512(const float *x, int8_t *qs, int32_t 
 }
 
 COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_avx512, colibri_quantize_q8_1_avx512, colibri_q8_block_avx512)
+COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_avx512, colibri_q8_block_avx512)
