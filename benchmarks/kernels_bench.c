@@ -92,7 +92,8 @@ int main(int argc, char **argv) {
         int64_t row_bytes = colibri_row_bytes(dtype, cols), matrix_bytes = rows * row_bytes;
         int64_t copies = pool_bytes / matrix_bytes > 0 ? pool_bytes / matrix_bytes : 1;
         if (copies * matrix_bytes > pool_bytes) continue;   /* one matrix larger than the pool */
-        for (int64_t r = 0; r < rows; r++) t->from_f32(src, w + r * row_bytes, cols);
+        t->from_f32(src, w, cols);   /* every row the same bytes: one (slow, searching) quantization */
+        for (int64_t r = 1; r < rows; r++) memcpy(w + r * row_bytes, w, (size_t)row_bytes);
         for (int64_t c = 1; c < copies; c++) memcpy(w + c * matrix_bytes, w, (size_t)matrix_bytes);
         colibri_type_traits_of(t->act_type)->from_f32(src, xq, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -116,7 +117,8 @@ int main(int argc, char **argv) {
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
         int64_t row_bytes = colibri_row_bytes(dtype, cols), x_bytes = colibri_row_bytes(t->act_type, cols);
-        for (int64_t r = 0; r < g_rows; r++) t->from_f32(src, w + r * row_bytes, cols);
+        t->from_f32(src, w, cols);
+        for (int64_t r = 1; r < g_rows; r++) memcpy(w + r * row_bytes, w, (size_t)row_bytes);
         for (int64_t k = 0; k < gemm_tokens; k++) colibri_type_traits_of(t->act_type)->from_f32(src, xs + k * x_bytes, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);

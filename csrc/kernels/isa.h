@@ -263,6 +263,25 @@ void colibri_quantize_q8_s_avx512(const float *x, void *dst, int64_t n);
 void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+#define COLIBRI_DECLARE_DOT_ROWS(T, ISA) \
+    void colibri_dot_rows_##T##_##ISA(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+#define COLIBRI_DECLARE_BLOCK_DOT_ROWS(ISA) \
+    COLIBRI_DECLARE_DOT_ROWS(q5_0, ISA) COLIBRI_DECLARE_DOT_ROWS(q5_1, ISA) COLIBRI_DECLARE_DOT_ROWS(q2_k, ISA) \
+    COLIBRI_DECLARE_DOT_ROWS(q3_k, ISA) COLIBRI_DECLARE_DOT_ROWS(q4_k, ISA) COLIBRI_DECLARE_DOT_ROWS(q5_k, ISA) \
+    COLIBRI_DECLARE_DOT_ROWS(q6_k, ISA) COLIBRI_DECLARE_DOT_ROWS(iq4_nl, ISA) COLIBRI_DECLARE_DOT_ROWS(iq4_xs, ISA) \
+    COLIBRI_DECLARE_DOT_ROWS(mxfp4, ISA)
+#define COLIBRI_DECLARE_GEMM(T, ISA)                                                                         \
+    void colibri_gemm_##T##_##ISA(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, \
+                                  int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+#define COLIBRI_DECLARE_BLOCK_GEMM(ISA)                                                                        \
+    COLIBRI_DECLARE_GEMM(q5_0, ISA) COLIBRI_DECLARE_GEMM(q5_1, ISA) COLIBRI_DECLARE_GEMM(q2_k, ISA)           \
+    COLIBRI_DECLARE_GEMM(q3_k, ISA) COLIBRI_DECLARE_GEMM(q4_k, ISA) COLIBRI_DECLARE_GEMM(q5_k, ISA)           \
+    COLIBRI_DECLARE_GEMM(q6_k, ISA) COLIBRI_DECLARE_GEMM(iq4_nl, ISA) COLIBRI_DECLARE_GEMM(iq4_xs, ISA)       \
+    COLIBRI_DECLARE_GEMM(mxfp4, ISA)
+COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx2)
+COLIBRI_DECLARE_BLOCK_GEMM(avx2)
+COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx512)
+COLIBRI_DECLARE_BLOCK_GEMM(avx512)
 void colibri_dot_rows_f32_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_f16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_bf16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);

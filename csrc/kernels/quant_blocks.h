@@ -196,6 +196,78 @@ static inline uint8_t colibri_q5_quant(const uint8_t qh[4], const uint8_t qs[16]
     return (uint8_t)(lo | ((qh[j / 8] >> (j % 8)) & 1) << 4);
 }
 
+/* ---- the dot contract's per-group scales -------------------------------------------------
+ * Group g (elements 32g..32g+31) of a row of the type: S_h and M_h, the integer scale
+ * and min of each half h (16 elements), and the f32 block scales D, DMIN. The scalar
+ * references and the SIMD kernels that need them one group at a time read them here. */
+typedef struct colibri_group_scales {
+    int32_t sc[2], m[2];   /* per half: integer scale (1 where none), integer min (0 where none) */
+    float d, dmin;         /* the block's f32 scales (dmin 0 where none; Q5_1: -m) */
+} colibri_group_scales;
+
+static inline void colibri_group_scales_set(colibri_group_scales *s, int32_t sc0, int32_t sc1, int32_t m0,
+                                            int32_t m1, float d, float dmin) {
+    s->sc[0] = sc0, s->sc[1] = sc1, s->m[0] = m0, s->m[1] = m1, s->d = d, s->dmin = dmin;
+}
+
+static inline void colibri_q5_0_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    colibri_group_scales_set(s, 1, 1, 0, 0, colibri_f16_to_f32(((const colibri_block_q5_0 *)row)[g].d), 0.0f);
+}
+
+/* Q5_1's d q + m in the min form: M = 1, DMIN = -m. */
+static inline void colibri_q5_1_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q5_1 *b = (const colibri_block_q5_1 *)row + g;
+    colibri_group_scales_set(s, 1, 1, 1, 1, colibri_f16_to_f32(b->d), -colibri_f16_to_f32(b->m));
+}
+
+static inline void colibri_iq4_nl_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    colibri_group_scales_set(s, 1, 1, 0, 0, colibri_f16_to_f32(((const colibri_block_iq4_nl *)row)[g].d), 0.0f);
+}
+
+static inline void colibri_mxfp4_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    colibri_group_scales_set(s, 1, 1, 0, 0, colibri_e8m0_half(((const colibri_block_mxfp4 *)row)[g].e), 0.0f);
+}
+
+static inline void colibri_iq4_xs_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_iq4_xs *b = (const colibri_block_iq4_xs *)row + g / 8;
+    int32_t ls = colibri_iq4_xs_scale(b, (int)(g % 8)) - 32;
+    colibri_group_scales_set(s, ls, ls, 0, 0, colibri_f16_to_f32(b->d), 0.0f);
+}
+
+static inline void colibri_q2_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q2_k *b = (const colibri_block_q2_k *)row + g / 8;
+    uint8_t s0 = b->scales[2 * (g % 8)], s1 = b->scales[2 * (g % 8) + 1];
+    colibri_group_scales_set(s, s0 & 0x0f, s1 & 0x0f, s0 >> 4, s1 >> 4, colibri_f16_to_f32(b->d),
+                             colibri_f16_to_f32(b->dmin));
+}
+
+static inline void colibri_q3_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q3_k *b = (const colibri_block_q3_k *)row + g / 8;
+    uint8_t sc[16];
+    colibri_q3_k_scales(b->scales, sc);
+    colibri_group_scales_set(s, sc[2 * (g % 8)] - 32, sc[2 * (g % 8) + 1] - 32, 0, 0, colibri_f16_to_f32(b->d), 0.0f);
+}
+
+static inline void colibri_q4_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q4_k *b = (const colibri_block_q4_k *)row + g / 8;
+    uint8_t sc, m;
+    colibri_k_scale_min(b->scales, (int)(g % 8), &sc, &m);
+    colibri_group_scales_set(s, sc, sc, m, m, colibri_f16_to_f32(b->d), colibri_f16_to_f32(b->dmin));
+}
+
+static inline void colibri_q5_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q5_k *b = (const colibri_block_q5_k *)row + g / 8;
+    uint8_t sc, m;
+    colibri_k_scale_min(b->scales, (int)(g % 8), &sc, &m);
+    colibri_group_scales_set(s, sc, sc, m, m, colibri_f16_to_f32(b->d), colibri_f16_to_f32(b->dmin));
+}
+
+static inline void colibri_q6_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
+    const colibri_block_q6_k *b = (const colibri_block_q6_k *)row + g / 8;
+    colibri_group_scales_set(s, b->scales[2 * (g % 8)], b->scales[2 * (g % 8) + 1], 0, 0, colibri_f16_to_f32(b->d),
+                             0.0f);
+}
+
 /* ---- scalar references (quant_blocks.c, quant_kquants.c, quant_dot_blocks.c) ---------
  * Rows of n elements, n a multiple of the type's block size. dequantize: exactly the
  * formula of the table above in f32, operation for operation as ggml and gguf-py compute

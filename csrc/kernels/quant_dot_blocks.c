@@ -5,17 +5,15 @@
  * groups in order.
  *
  * Each type has a group reader that unpacks group g of a weight row into the
- * signed integer quants, the integer scales and mins of its two halves (a
- * 32-element sub-block gives both halves the same), and the f32 block scales;
- * one loop (colibri_dot_groups) then does the arithmetic for every type.
+ * signed integer quants and (quant_blocks.h's colibri_group_scales) the
+ * integer scales and mins of its two halves and the f32 block scales; one
+ * loop (colibri_dot_groups) then does the arithmetic for every type.
  */
 #include "quant.h"
 
 typedef struct colibri_group {
-    int8_t q[32];    /* q: [32] signed integer quants of the group's elements */
-    int32_t sc[2];   /* integer scales of elements 0..15 and 16..31 */
-    int32_t m[2];    /* integer mins of the two halves (0 for types without mins) */
-    float d, dmin;   /* the f32 block scales the integer sums are multiplied by */
+    int8_t q[32];                /* q: [32] signed integer quants of the group's elements */
+    colibri_group_scales s;      /* S_h, M_h, D, DMIN (quant_blocks.h) */
 } colibri_group;
 
 typedef void (*colibri_group_fn)(const void *row, int64_t g, colibri_group *out);
@@ -33,63 +31,54 @@ static float colibri_dot_groups(colibri_group_fn read, int has_min, const void *
         for (int h = 0; h < 2; h++) {
             int32_t dot = 0;
             for (int j = 16 * h; j < 16 * h + 16; j++) dot += grp.q[j] * a[g].qs[j];
-            isum += grp.sc[h] * dot;
-            msum += grp.m[h] * a[g].sum[h];
+            isum += grp.s.sc[h] * dot;
+            msum += grp.s.m[h] * a[g].sum[h];
         }
         float da = a[g].d;
         if (has_min) {
-            acc += (float)isum * (grp.d * da) - (float)msum * (grp.dmin * da);
+            acc += (float)isum * (grp.s.d * da) - (float)msum * (grp.s.dmin * da);
         } else {
-            acc += (float)isum * (grp.d * da);
+            acc += (float)isum * (grp.s.d * da);
         }
     }
     return acc;
-}
-
-/* Scales and mins of a group whose two halves share them. */
-static void colibri_group_whole(colibri_group *out, int32_t sc, int32_t m, float d, float dmin) {
-    out->sc[0] = out->sc[1] = sc;
-    out->m[0] = out->m[1] = m;
-    out->d = d;
-    out->dmin = dmin;
 }
 
 static uint8_t colibri_nibble_of(const uint8_t qs[16], int j) {
     return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
 }
 
-/* ---- group readers ---------------------------------------------------------------- */
+/* ---- group readers: the quants here, the scales from quant_blocks.h ------------------- */
 
 static void colibri_group_q5_0(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_q5_0 *b = (const colibri_block_q5_0 *)row + g;
     for (int j = 0; j < 32; j++) out->q[j] = (int8_t)(colibri_q5_quant(b->qh, b->qs, j) - 16);
-    colibri_group_whole(out, 1, 0, colibri_f16_to_f32(b->d), 0.0f);
+    colibri_q5_0_group_scales(row, g, &out->s);
 }
 
-/* Q5_1's d q + m as the min form: M = 1, DMIN = -m. */
 static void colibri_group_q5_1(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_q5_1 *b = (const colibri_block_q5_1 *)row + g;
     for (int j = 0; j < 32; j++) out->q[j] = (int8_t)colibri_q5_quant(b->qh, b->qs, j);
-    colibri_group_whole(out, 1, 1, colibri_f16_to_f32(b->d), -colibri_f16_to_f32(b->m));
+    colibri_q5_1_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_iq4_nl(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_iq4_nl *b = (const colibri_block_iq4_nl *)row + g;
     for (int j = 0; j < 32; j++) out->q[j] = colibri_iq4_values[colibri_nibble_of(b->qs, j)];
-    colibri_group_whole(out, 1, 0, colibri_f16_to_f32(b->d), 0.0f);
+    colibri_iq4_nl_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_mxfp4(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_mxfp4 *b = (const colibri_block_mxfp4 *)row + g;
     for (int j = 0; j < 32; j++) out->q[j] = colibri_fp4_values[colibri_nibble_of(b->qs, j)];
-    colibri_group_whole(out, 1, 0, colibri_e8m0_half(b->e), 0.0f);
+    colibri_mxfp4_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_iq4_xs(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_iq4_xs *b = (const colibri_block_iq4_xs *)row + g / 8;
     int s = (int)(g % 8);
     for (int j = 0; j < 32; j++) out->q[j] = colibri_iq4_values[colibri_nibble_of(b->qs + 16 * s, j)];
-    colibri_group_whole(out, colibri_iq4_xs_scale(b, s) - 32, 0, colibri_f16_to_f32(b->d), 0.0f);
+    colibri_iq4_xs_group_scales(row, g, &out->s);
 }
 
 /* The K types' group s (0..7) of a super-block, straight from quant_blocks.h's layouts:
@@ -102,12 +91,7 @@ static void colibri_group_q2_k(const void *row, int64_t g, colibri_group *out) {
     int s = (int)(g % 8);
     const uint8_t *q = b->qs + 32 * (s / 4);
     for (int j = 0; j < 32; j++) out->q[j] = (int8_t)((q[j] >> (2 * (s % 4))) & 3);
-    for (int h = 0; h < 2; h++) {
-        out->sc[h] = b->scales[2 * s + h] & 0x0f;
-        out->m[h] = b->scales[2 * s + h] >> 4;
-    }
-    out->d = colibri_f16_to_f32(b->d);
-    out->dmin = colibri_f16_to_f32(b->dmin);
+    colibri_q2_k_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_q3_k(const void *row, int64_t g, colibri_group *out) {
@@ -117,31 +101,23 @@ static void colibri_group_q3_k(const void *row, int64_t g, colibri_group *out) {
     for (int j = 0; j < 32; j++) {
         out->q[j] = (int8_t)(((q[j] >> (2 * (s % 4))) & 3) - ((b->hmask[j] >> s) & 1 ? 0 : 4));
     }
-    uint8_t sc[16];
-    colibri_q3_k_scales(b->scales, sc);
-    for (int h = 0; h < 2; h++) out->sc[h] = sc[2 * s + h] - 32, out->m[h] = 0;
-    out->d = colibri_f16_to_f32(b->d);
-    out->dmin = 0.0f;
+    colibri_q3_k_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_q4_k(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_q4_k *b = (const colibri_block_q4_k *)row + g / 8;
     int s = (int)(g % 8);
-    uint8_t sc, m;
-    colibri_k_scale_min(b->scales, s, &sc, &m);
     const uint8_t *q = b->qs + 32 * (s / 2);
     for (int j = 0; j < 32; j++) out->q[j] = (int8_t)((q[j] >> (4 * (s % 2))) & 0x0f);
-    colibri_group_whole(out, sc, m, colibri_f16_to_f32(b->d), colibri_f16_to_f32(b->dmin));
+    colibri_q4_k_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_q5_k(const void *row, int64_t g, colibri_group *out) {
     const colibri_block_q5_k *b = (const colibri_block_q5_k *)row + g / 8;
     int s = (int)(g % 8);
-    uint8_t sc, m;
-    colibri_k_scale_min(b->scales, s, &sc, &m);
     const uint8_t *q = b->qs + 32 * (s / 2);
     for (int j = 0; j < 32; j++) out->q[j] = (int8_t)(((q[j] >> (4 * (s % 2))) & 0x0f) | ((b->qh[j] >> s) & 1) << 4);
-    colibri_group_whole(out, sc, m, colibri_f16_to_f32(b->d), colibri_f16_to_f32(b->dmin));
+    colibri_q5_k_group_scales(row, g, &out->s);
 }
 
 static void colibri_group_q6_k(const void *row, int64_t g, colibri_group *out) {
@@ -151,9 +127,7 @@ static void colibri_group_q6_k(const void *row, int64_t g, colibri_group *out) {
     for (int j = 0; j < 32; j++) {
         out->q[j] = (int8_t)((((ql[j] >> (4 * ((s % 4) / 2))) & 0x0f) | ((qh[j] >> (2 * (s % 4))) & 3) << 4) - 32);
     }
-    for (int h = 0; h < 2; h++) out->sc[h] = b->scales[2 * s + h], out->m[h] = 0;
-    out->d = colibri_f16_to_f32(b->d);
-    out->dmin = 0.0f;
+    colibri_q6_k_group_scales(row, g, &out->s);
 }
 
 /* ---- rows --------------------------------------------------------------------------- */

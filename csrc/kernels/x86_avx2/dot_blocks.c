@@ -1,0 +1,235 @@
+/*
+ * x86_avx2/dot_blocks.c — the decode kernels (dot_rows) of the types of
+ * quant_blocks.h with AVX2: 4 rows at a time, one group of 32 elements per
+ * step, bitwise equal to quant_dot_blocks.c.
+ *
+ * Each step: every row's 32 quants as bytes, times the Q8_S activation block
+ * by vpmaddubsw (unsigned u with q = u - C, or, for the IQ4 tables, |kv|
+ * against sign(kv)·a; no pair can saturate: |u| <= 63 or |kv| <= 127), then
+ * vpmaddwd into int32 sums of 4 products, and two vphaddd that reduce the 4
+ * rows to [half 0: r0..r3 | half 1: r0..r3]. The offset C·A_h (A_h the
+ * activation's stored half sums) and the per-half integer scales S_h (one
+ * vpmulld) apply in that layout, exactly; the halves are added, and the
+ * reference's float step runs lane-wise:
+ *   acc_r += (float)isum * (D_r * d_a)   [ - (float)msum * (DMIN_r * d_a) ]
+ * groups in order. The 256-element types unpack a super-block's scales once
+ * for the 4 rows (blocks_unpack.h's per-half tables).
+ */
+#include "blocks_unpack.h"
+#include "../isa.h"
+
+/* [half 0: r0..r3 | half 1: r0..r3] from the 4 rows' int32 vectors (lanes 0-3: half 0). */
+static inline __m256i colibri_rows_halves8(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+}
+
+/* [A_0 x4 | A_1 x4]: an activation block's half sums, each repeated for the 4 rows. */
+static inline __m256i colibri_act_halves8(const colibri_block_q8_s *a) {
+    return _mm256_setr_m128i(_mm_set1_epi32(a->sum[0]), _mm_set1_epi32(a->sum[1]));
+}
+
+/* The 4 rows' int32 sums of 4 products of unsigned u (<= 127) with the activation bytes. */
+static inline __m256i colibri_maddubs4(__m256i u, __m256i av) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), _mm256_set1_epi16(1));
+}
+
+/* The same for signed table values kv (|kv| <= 127): |kv| times sign(kv)·a. */
+static inline __m256i colibri_maddubs4_signed(__m256i kv, __m256i av) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv)), _mm256_set1_epi16(1));
+}
+
+/* acc (4 rows) plus the float step of one group. s0..s3: the rows' int32 product sums
+ * (colibri_maddubs4); c: the quants' offset (0: none); S8, M8: per-half scales and mins
+ * in colibri_rows_halves8's layout (has_s, has_m); D4, DM4: the rows' block scales. */
+static inline __attribute__((always_inline)) __m128 colibri_group_step(
+    __m256i s0, __m256i s1, __m256i s2, __m256i s3, const colibri_block_q8_s *a, const int c, const int has_s,
+    __m256i S8, const int has_m, __m256i M8, __m128 D4, __m128 DM4, __m128 acc) {
+    __m256i h = colibri_rows_halves8(s0, s1, s2, s3);
+    __m256i A = c || has_m ? colibri_act_halves8(a) : _mm256_setzero_si256();
+    if (c) h = _mm256_sub_epi32(h, _mm256_mullo_epi32(A, _mm256_set1_epi32(c)));
+    if (has_s) h = _mm256_mullo_epi32(h, S8);
+    __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    __m128 da = _mm_set1_ps(a->d);
+    __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(D4, da));
+    if (has_m) {
+        __m256i mh = _mm256_mullo_epi32(M8, A);
+        __m128i msum = _mm_add_epi32(_mm256_castsi256_si128(mh), _mm256_extracti128_si256(mh, 1));
+        v = _mm_sub_ps(v, _mm_mul_ps(_mm_cvtepi32_ps(msum), _mm_mul_ps(DM4, da)));
+    }
+    return _mm_add_ps(acc, v);
+}
+
+/* ---- quants of group s (0..7) of a 256-element block, as 32 bytes (u, or kv for IQ4_XS) ---- */
+
+static inline __m256i colibri_load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+static inline __m256i colibri_bits_at(__m256i v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+
+static inline __m256i colibri_q2_k_quants(const colibri_block_q2_k *b, int s) {
+    return colibri_bits_at(colibri_load32(b->qs + 32 * (s / 4)), 2 * (s % 4), 0x03);
+}
+
+static inline __m256i colibri_q3_k_quants(const colibri_block_q3_k *b, int s) {
+    __m256i hi = _mm256_slli_epi16(colibri_bits_at(colibri_load32(b->hmask), s, 0x01), 2);
+    return _mm256_or_si256(colibri_bits_at(colibri_load32(b->qs + 32 * (s / 4)), 2 * (s % 4), 0x03), hi);
+}
+
+static inline __m256i colibri_q4_k_quants(const colibri_block_q4_k *b, int s) {
+    return colibri_bits_at(colibri_load32(b->qs + 32 * (s / 2)), 4 * (s % 2), 0x0f);
+}
+
+static inline __m256i colibri_q5_k_quants(const colibri_block_q5_k *b, int s) {
+    __m256i hi = _mm256_slli_epi16(colibri_bits_at(colibri_load32(b->qh), s, 0x01), 4);
+    return _mm256_or_si256(colibri_bits_at(colibri_load32(b->qs + 32 * (s / 2)), 4 * (s % 2), 0x0f), hi);
+}
+
+static inline __m256i colibri_q6_k_quants(const colibri_block_q6_k *b, int s) {
+    __m256i lo = colibri_bits_at(colibri_load32(b->ql + 64 * (s / 4) + 32 * (s % 2)), 4 * ((s % 4) / 2), 0x0f);
+    __m256i hi = colibri_bits_at(colibri_load32(b->qh + 32 * (s / 4)), 2 * (s % 4), 0x03);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+/* 16 bytes of nibbles (element j < 16 low nibble of qs[j], j + 16 high) as 32 bytes. */
+static inline __m256i colibri_nibbles32(const uint8_t *qs) {
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+static inline __m256i colibri_iq4_xs_quants(const colibri_block_iq4_xs *b, int s) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_IQ4_I8)),
+                               colibri_nibbles32(b->qs + 16 * s));
+}
+
+/* The 4 rows' per-half scales / mins of a super-block: [p] 16 bytes of halves 4p..4p+3,
+ * row r's half 4p + i at byte 4i + r (colibri_rows_by_half); group s's 8 bytes (halves
+ * 2s, 2s + 1) at t[s / 2] + 8 (s % 2). */
+static inline __m256i colibri_half_table(const __m128i t[4], int s) {
+    return _mm256_cvtepi8_epi32(_mm_srli_si128(t[s / 2], 8 * (s % 2)));
+}
+
+#define COLIBRI_NONE16(b) _mm_setzero_si128()
+#define COLIBRI_K_SCALES16(b) colibri_per_half(colibri_k_scale_min8((b)->scales), 0)
+#define COLIBRI_K_MINS16(b) colibri_per_half(colibri_k_scale_min8((b)->scales), 1)
+#define COLIBRI_Q2_K_SCALES16(b) colibri_q2_k_nibbles16((b), 0)
+#define COLIBRI_Q2_K_MINS16(b) colibri_q2_k_nibbles16((b), 1)
+#define COLIBRI_UNSIGNED colibri_maddubs4
+#define COLIBRI_SIGNED colibri_maddubs4_signed
+
+/* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS (MADD: unsigned
+ * or signed products), offset C, scales SCALES16, mins (HAS_M) MINS16, f16 d at D_AT,
+ * dmin at DMIN_AT. */
+#define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, C, SCALES16, HAS_M, MINS16, D_AT, DMIN_AT)              \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
+        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
+        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
+        for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
+            const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
+            __m128i S[4], M[4] = {0};   /* S, M: the rows' per-half scales and mins, colibri_half_table's */   \
+            colibri_rows_by_half(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), S);                    \
+            if (HAS_M) colibri_rows_by_half(MINS16(b0), MINS16(b1), MINS16(b2), MINS16(b3), M);                 \
+            __m128 d4 = colibri_f16x4_at(b0, b1, b2, b3, D_AT);                                                 \
+            __m128 dm4 = HAS_M ? colibri_f16x4_at(b0, b1, b2, b3, DMIN_AT) : _mm_setzero_ps();                  \
+            _Pragma("GCC unroll 8")   /* constant s: shifts and table offsets */                                \
+            for (int s = 0; s < 8; s++) {                                                                       \
+                const colibri_block_q8_s *ab = &a[8 * sb + s];                                                  \
+                __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);                                       \
+                acc = colibri_group_step(MADD(QUANTS(b0, s), av), MADD(QUANTS(b1, s), av), MADD(QUANTS(b2, s), av), \
+                                         MADD(QUANTS(b3, s), av), ab, C, 1, colibri_half_table(S, s), HAS_M,     \
+                                         colibri_half_table(M, s), d4, dm4, acc);                               \
+            }                                                                                                   \
+        }                                                                                                       \
+        _mm_storeu_ps(out, acc);                                                                                \
+    }
+
+COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, colibri_q2_k_quants, COLIBRI_UNSIGNED, 0,
+                    COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, colibri_q3_k_quants, COLIBRI_UNSIGNED, 4,
+                    colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, colibri_q4_k_quants, COLIBRI_UNSIGNED, 0,
+                    COLIBRI_K_SCALES16, 1, COLIBRI_K_MINS16, 0, 2)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, colibri_q5_k_quants, COLIBRI_UNSIGNED, 0,
+                    COLIBRI_K_SCALES16, 1, COLIBRI_K_MINS16, 0, 2)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, colibri_q6_k_quants, COLIBRI_UNSIGNED, 32,
+                    colibri_q6_k_scales16, 0, COLIBRI_NONE16, 208, 208)
+COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_xs_quants, COLIBRI_SIGNED, 0,
+                    colibri_iq4_xs_scales16, 0, COLIBRI_NONE16, 0, 0)
+
+/* ---- the 32-element types: one block per step ------------------------------------------------- */
+
+/* Q5_0 / Q5_1's bit 4: bit j of the little-endian qh as 0x10 in byte j. */
+static inline __m256i colibri_q5_high32(const uint8_t qh[4]) {
+    __m256i v = _mm256_set1_epi32((int)colibri_u32_at(qh));
+    v = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                                 3, 3, 3, 3, 3, 3, 3, 3));
+    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+#define COLIBRI_Q5_QUANTS(b) _mm256_or_si256(colibri_nibbles32((b)->qs), colibri_q5_high32((b)->qh))
+#define COLIBRI_IQ4_NL_QUANTS(b) \
+    _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_IQ4_I8)), colibri_nibbles32((b)->qs))
+#define COLIBRI_MXFP4_U16 16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4   /* fp4 + 16 */
+#define COLIBRI_MXFP4_QUANTS(b) \
+    _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_MXFP4_U16)), colibri_nibbles32((b)->qs))
+
+#define COLIBRI_F16_4(AT) colibri_f16x4_at(&w0[b], &w1[b], &w2[b], &w3[b], AT)
+#define COLIBRI_E8M0_4 colibri_e8m0_half4(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
+#define COLIBRI_NEG_M_4 _mm_xor_ps(COLIBRI_F16_4(2), _mm_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
+
+/* NAME: the 4-row core of the 32-element type WBLOCK: quants QUANTS (MADD), offset C,
+ * block scales D4, Q5_1's min form (HAS_M: M = 1) with DM4. */
+#define COLIBRI_AVX2_BLOCK_CORE(NAME, WBLOCK, QUANTS, MADD, C, D4, HAS_M, DM4)                                   \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
+        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
+        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
+        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                                          \
+            if (b % 2 == 0) COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK)); \
+            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                                          \
+            acc = colibri_group_step(MADD(QUANTS(&w0[b]), av), MADD(QUANTS(&w1[b]), av), MADD(QUANTS(&w2[b]), av), \
+                                     MADD(QUANTS(&w3[b]), av), &a[b], C, 0, _mm256_setzero_si256(), HAS_M,       \
+                                     _mm256_set1_epi32(1), D4, DM4, acc);                                       \
+        }                                                                                                       \
+        _mm_storeu_ps(out, acc);                                                                                \
+    }
+
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_0_avx2, colibri_block_q5_0, COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 16,
+                        COLIBRI_F16_4(0), 0, _mm_setzero_ps())
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_1_avx2, colibri_block_q5_1, COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 0,
+                        COLIBRI_F16_4(0), 1, COLIBRI_NEG_M_4)
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_iq4_nl_avx2, colibri_block_iq4_nl, COLIBRI_IQ4_NL_QUANTS, COLIBRI_SIGNED, 0,
+                        COLIBRI_F16_4(0), 0, _mm_setzero_ps())
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_mxfp4_avx2, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS, COLIBRI_UNSIGNED, 16,
+                        COLIBRI_E8M0_4, 0, _mm_setzero_ps())
+
+#define COLIBRI_AVX2_BLOCK_DOT_ROWS(T) COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##T##_avx2, colibri_dot4_##T##_avx2)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q5_0)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q5_1)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q2_k)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q3_k)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q4_k)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q5_k)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(q6_k)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_nl)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_xs)
+COLIBRI_AVX2_BLOCK_DOT_ROWS(mxfp4)
+
+/* The multi-token kernels: dot_rows per token over row tiles that stay in L2. */
+#define COLIBRI_AVX2_BLOCK_GEMM(T) COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_##T##_avx2, colibri_dot_rows_##T##_avx2)
+COLIBRI_AVX2_BLOCK_GEMM(q5_0)
+COLIBRI_AVX2_BLOCK_GEMM(q5_1)
+COLIBRI_AVX2_BLOCK_GEMM(q2_k)
+COLIBRI_AVX2_BLOCK_GEMM(q3_k)
+COLIBRI_AVX2_BLOCK_GEMM(q4_k)
+COLIBRI_AVX2_BLOCK_GEMM(q5_k)
+COLIBRI_AVX2_BLOCK_GEMM(q6_k)
+COLIBRI_AVX2_BLOCK_GEMM(iq4_nl)
+COLIBRI_AVX2_BLOCK_GEMM(iq4_xs)
+COLIBRI_AVX2_BLOCK_GEMM(mxfp4)

@@ -1,0 +1,297 @@
+/*
+ * x86_avx512/dot_blocks.c — the decode kernels (dot_rows) of the types of
+ * quant_blocks.h with AVX-512 VNNI: 4 rows at a time, two groups of 32
+ * elements per 512-bit step, bitwise equal to quant_dot_blocks.c.
+ *
+ * Each step: every row's quants of the two groups as 64 unsigned bytes u
+ * (q = u - C, x86_avx2/blocks_unpack.h), one vpdpbusd each against the two
+ * Q8_S activation blocks, then one reduction of the 4 rows' vectors down to
+ * the sum of each 128-bit lane, which is one half (16 quants) of a group:
+ * 16 int32, [group g: h0 r0..r3, h1 r0..r3 | group g': h0, h1]. The offset
+ * C·A_h (A_h the activation's stored half sums), the per-half integer scales
+ * S_h (one vpmulld) and the mins' M_h·A_h all apply in that layout, exactly;
+ * the two halves of each group are then added, and the reference's float
+ * step runs lane-wise, group g before g':
+ *   acc_r += (float)isum * (D_r * d_a)   [ - (float)msum * (DMIN_r * d_a) ]
+ * The 256-element types take a super-block's 4 pairs of groups in turn, its
+ * scales unpacked once for the 4 rows (colibri_rows_by_half); the
+ * 32-element types take blocks b, b + 1 as the pair (an odd last block runs
+ * alone, its partner's lanes unused).
+ */
+#include "blocks_quants.h"
+
+/* ---- the shared step ------------------------------------------------------------------- */
+
+/* Lane L (128 bits) of the result: the sums of lane L of s0..s3, [r0, r1, r2, r3]. */
+static inline __m512i colibri_rows_halves(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+    __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+    __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
+/* [lane 0 + lane 1, lane 2 + lane 3]: each group's two halves added, [g: r0..r3, g': r0..r3]. */
+static inline __m256i colibri_fold_halves(__m512i u) {
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+/* The activation half sums of blocks a0, a1 in colibri_rows_halves' layout: each
+ * repeated for the 4 rows. */
+static inline __m512i colibri_act_halves(const colibri_block_q8_s *a0, const colibri_block_q8_s *a1) {
+    uint32_t s0, s1;
+    memcpy(&s0, a0->sum, sizeof s0);
+    memcpy(&s1, a1->sum, sizeof s1);
+    __m128i v = _mm_cvtepi16_epi32(_mm_cvtsi64_si128((long long)((uint64_t)s1 << 32 | s0)));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                    _mm512_castsi128_si512(v));
+}
+
+/* [Σa of a0 x4, Σa of a1 x4]: the activations' group sums, each repeated for the 4 rows. */
+static inline __m256i colibri_act_groups(const colibri_block_q8_s *a0, const colibri_block_q8_s *a1) {
+    uint32_t s0, s1;
+    memcpy(&s0, a0->sum, sizeof s0);
+    memcpy(&s1, a1->sum, sizeof s1);
+    __m128i v = _mm_cvtepi16_epi32(_mm_cvtsi64_si128((long long)((uint64_t)s1 << 32 | s0)));
+    return _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_hadd_epi32(v, v)),
+                                       _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* acc (4 rows) plus the float steps of groups g (activation a0) and g' (a1; pair 0: g
+ * only). u0..u3: the rows' 64 unsigned quant bytes of g, g'; c_shift: log2 of the
+ * quants' offset C (-1: none); s_at, m_at: where the scales S and mins M apply
+ * (COLIBRI_PER_HALF: S16 / M16 in colibri_rows_halves' layout; COLIBRI_PER_GROUP:
+ * S8 / M8, [g: r0..r3, g': r0..r3]); D, DM: [g: r0..r3, g': r0..r3] block scales.
+ * Every integer product here is exact, and so are the float products of an integer
+ * sum and a scale (both below 2^24, and so is their product): the reference's
+ * (float)(S * sum) is (float)S * (float)sum. */
+static inline __attribute__((always_inline)) __m128 colibri_blocks_step(
+    __m512i u0, __m512i u1, __m512i u2, __m512i u3, const colibri_block_q8_s *a0, const colibri_block_q8_s *a1,
+    const int c_shift, const int s_at, __m512i S16, __m256i S8, const int m_at, __m512i M16, __m256i M8, __m256 D,
+    __m256 DM, const int pair, __m128 acc) {
+    __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a0->qs)),
+                                    _mm256_loadu_si256((const __m256i *)a1->qs), 1);
+    __m512i z = _mm512_setzero_si512();
+    __m512i h = colibri_rows_halves(_mm512_dpbusd_epi32(z, u0, av), _mm512_dpbusd_epi32(z, u1, av),
+                                    _mm512_dpbusd_epi32(z, u2, av), _mm512_dpbusd_epi32(z, u3, av));
+    __m512i A = c_shift >= 0 || m_at == COLIBRI_PER_HALF ? colibri_act_halves(a0, a1) : z;
+    if (c_shift >= 0) h = _mm512_sub_epi32(h, _mm512_sll_epi32(A, _mm_cvtsi32_si128(c_shift)));
+    if (s_at == COLIBRI_PER_HALF) h = _mm512_mullo_epi32(h, S16);
+    __m256 isum = _mm256_cvtepi32_ps(colibri_fold_halves(h));
+    if (s_at == COLIBRI_PER_GROUP) isum = _mm256_mul_ps(isum, _mm256_cvtepi32_ps(S8));
+    __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(a0->d)), _mm_set1_ps(a1->d), 1);
+    __m256 v = _mm256_mul_ps(isum, _mm256_mul_ps(D, da));
+    if (m_at != COLIBRI_NONE) {
+        __m256 msum = m_at == COLIBRI_PER_HALF
+                          ? _mm256_cvtepi32_ps(colibri_fold_halves(_mm512_mullo_epi32(M16, A)))
+                          : _mm256_mul_ps(_mm256_cvtepi32_ps(M8), _mm256_cvtepi32_ps(colibri_act_groups(a0, a1)));
+        v = _mm256_sub_ps(v, _mm256_mul_ps(msum, _mm256_mul_ps(DM, da)));
+    }
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
+    return pair ? _mm_add_ps(acc, _mm256_extractf128_ps(v, 1)) : acc;
+}
+
+/* [x for rows, x for rows]: the same 4 values for both groups of a step. */
+static inline __m256 colibri_twice(__m128 x) { return _mm256_insertf128_ps(_mm256_castps128_ps256(x), x, 1); }
+
+/* ---- super-block headers of 4 rows ----------------------------------------------------
+ * Each fills D, DM ([4] f32: d and dmin of rows 0..3) and tab: the integer scales
+ * and mins of the 4 rows laid out for colibri_blocks_step: per group (S at 0..31,
+ * M at 32..63, group g row r at byte 4g + r) or per half (S at 0..63, M at 64..127,
+ * half h row r at byte 16 (h/4) + 4 (h%4) + r). */
+
+/* Q4_K / Q5_K, whose first 16 bytes are {f16 d, dmin; u8 scales[12]}: all four rows at
+ * once, colibri_k_scale_min's bit work on each row's 128-bit lane, then one
+ * transpose (vpermq, vpshufb, vpermw) to the per-group layout. */
+static inline void colibri_k_headers(const void *b0, const void *b1, const void *b2, const void *b3, __m128 *D,
+                                     __m128 *DM, int8_t tab[128]) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b0));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b1), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b2), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b3), 3);
+    __m128i dd = _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                                    0, 0, 0, 0), v));
+    *D = _mm_cvtph_ps(_mm_cvtepi32_epi16(dd));                          /* d | dmin << 16 per row */
+    *DM = _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_srli_epi32(dd, 16)));
+    /* per lane: dwords a, b, c = scales[0..3], [4..7], [8..11] → [sc 0..3, sc 4..7, m 0..3, m 4..7] */
+    __m512i x = _mm512_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1));   /* [a, c, b, c] */
+    __m512i y = _mm512_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1));   /* [a, a, b, b] */
+    x = _mm512_and_si512(_mm512_srlv_epi32(x, _mm512_set4_epi32(4, 0, 0, 0)),
+                         _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    y = _mm512_and_si512(_mm512_srlv_epi32(y, _mm512_set4_epi32(2, 0, 2, 0)),
+                         _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+    __m512i sm = _mm512_or_si512(x, y);   /* lane r: row r's sc[8] then m[8] */
+    sm = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), sm);   /* [sc r0..r3 | m r0..r3] */
+    sm = _mm512_shuffle_epi8(sm, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6,
+                                                                      14, 7, 15)));
+    sm = _mm512_permutexvar_epi16(_mm512_setr_epi32(0x00080000, 0x00090001, 0x000a0002, 0x000b0003, 0x000c0004,
+                                                    0x000d0005, 0x000e0006, 0x000f0007, 0x00180010, 0x00190011,
+                                                    0x001a0012, 0x001b0013, 0x001c0014, 0x001d0015, 0x001e0016,
+                                                    0x001f0017), sm);
+    _mm512_storeu_si512((void *)tab, sm);
+}
+#define COLIBRI_Q4_K_HEADERS colibri_k_headers
+#define COLIBRI_Q5_K_HEADERS colibri_k_headers
+
+/* [r][g] bytes (row r's 8 values in qword r) → [g][r] (group g row r at byte 4g + r). */
+static inline __m256i colibri_rows_by_group(__m256i v) {
+    v = _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14,
+                                                                         7, 15)));
+    return _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), v);
+}
+
+/* IQ4_XS, whose first 8 bytes are {f16 d; u8 scales_h[2]; u8 scales_l[4]}: the 4 rows in
+ * the qwords of one vector; ls_s = nibble s%2 of scales_l[s/2] | (scales_h >> 2s & 3) << 4. */
+static inline void colibri_iq4_xs_headers(const void *b0, const void *b1, const void *b2, const void *b3, __m128 *D,
+                                          __m128 *DM, int8_t tab[128]) {
+    (void)DM;
+    uint64_t h[4];
+    memcpy(&h[0], b0, 8), memcpy(&h[1], b1, 8), memcpy(&h[2], b2, 8), memcpy(&h[3], b3, 8);
+    __m256i v = _mm256_loadu_si256((const __m256i *)h);
+    *D = _mm_cvtph_ps(_mm256_cvtepi64_epi16(v));
+    const __mmask32 odd = 0xaaaaaaaau;
+    __m256i x = _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13,
+                                                                                 14, 14, 15, 15)));
+    __m256i nib = _mm256_mask_blend_epi8(odd, x, _mm256_srli_epi16(x, 4));
+    __m256i y = _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(_mm_setr_epi8(2, 2, 2, 2, 3, 3, 3, 3, 10, 10, 10, 10,
+                                                                                 11, 11, 11, 11)));
+    __m256i hi = _mm256_mask_blend_epi8(odd, _mm256_srlv_epi16(y, _mm256_set1_epi32(0x00040000)),
+                                        _mm256_srlv_epi16(y, _mm256_set1_epi32(0x00060002)));
+    __m256i ls = _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0f)),
+                                 _mm256_slli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(0x03)), 4));
+    _mm256_storeu_si256((__m256i *)tab, colibri_rows_by_group(_mm256_sub_epi8(ls, _mm256_set1_epi8(32))));
+}
+
+/* The other types: D (and DM) from the f16 fields at D_AT (DMIN_AT), per-half tables
+ * of SCALES16 (MINS16) rows. */
+#define COLIBRI_HALF_HEADERS(NAME, WBLOCK, D_AT, SCALES16, MINS16, DMIN_AT)                                     \
+    static inline void NAME(const void *v0, const void *v1, const void *v2, const void *v3, __m128 *D, __m128 *DM, \
+                            int8_t tab[128]) {                                                                  \
+        const WBLOCK *b0 = (const WBLOCK *)v0, *b1 = (const WBLOCK *)v1, *b2 = (const WBLOCK *)v2;             \
+        const WBLOCK *b3 = (const WBLOCK *)v3;                                                                  \
+        __m128i t[4];                                                                                           \
+        *D = colibri_f16x4_at(b0, b1, b2, b3, D_AT);                                                            \
+        colibri_rows_by_half(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), t);                        \
+        for (int k = 0; k < 4; k++) _mm_storeu_si128((__m128i *)(tab + 16 * k), t[k]);                         \
+        if (DMIN_AT >= 0) {                                                                                     \
+            *DM = colibri_f16x4_at(b0, b1, b2, b3, DMIN_AT);                                                    \
+            colibri_rows_by_half(MINS16(b0), MINS16(b1), MINS16(b2), MINS16(b3), t);                            \
+            for (int k = 0; k < 4; k++) _mm_storeu_si128((__m128i *)(tab + 64 + 16 * k), t[k]);                 \
+        }                                                                                                       \
+    }
+#define COLIBRI_NONE16(b) _mm_setzero_si128()
+#define COLIBRI_Q2_K_SCALES16(b) colibri_q2_k_nibbles16((b), 0)
+#define COLIBRI_Q2_K_MINS16(b) colibri_q2_k_nibbles16((b), 1)
+COLIBRI_HALF_HEADERS(colibri_q2_k_headers, colibri_block_q2_k, 80, COLIBRI_Q2_K_SCALES16, COLIBRI_Q2_K_MINS16, 82)
+COLIBRI_HALF_HEADERS(colibri_q3_k_headers, colibri_block_q3_k, 108, colibri_q3_k_scales16, COLIBRI_NONE16, -1)
+COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k_scales16, COLIBRI_NONE16, -1)
+
+/* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS2, offset
+ * 2^C_SHIFT (-1: none), HEADERS' scales applied at S_AT, mins at M_AT. */
+#define COLIBRI_AVX512_K_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, S_AT, M_AT)                             \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
+        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
+        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
+        int8_t tab[128];                 /* tab: the super-block's scales and mins, HEADERS' layout */           \
+        for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
+            const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
+            __m128 d4, dm4 = _mm_setzero_ps();                                                                  \
+            HEADERS(b0, b1, b2, b3, &d4, &dm4, tab);                                                            \
+            __m256 D = colibri_twice(d4), DM = colibri_twice(dm4);                                              \
+            const colibri_block_q8_s *as = a + 8 * sb;                                                          \
+            _Pragma("GCC unroll 4")   /* constant p: immediate shifts and table offsets */                      \
+            for (int p = 0; p < 4; p++) {                                                                       \
+                __m512i S16 = _mm512_setzero_si512(), M16 = S16;                                                \
+                __m256i S8 = _mm256_setzero_si256(), M8 = S8;                                                   \
+                if (S_AT == COLIBRI_PER_HALF) S16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 16 * p))); \
+                if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
+                if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
+                if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
+                acc = colibri_blocks_step(QUANTS2(b0, p), QUANTS2(b1, p), QUANTS2(b2, p), QUANTS2(b3, p),       \
+                                          &as[2 * p], &as[2 * p + 1], C_SHIFT, S_AT, S16, S8, M_AT, M16, M8, D, \
+                                          DM, 1, acc);                                                          \
+            }                                                                                                   \
+        }                                                                                                       \
+        _mm_storeu_ps(out, acc);                                                                                \
+    }
+
+COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
+                      COLIBRI_PER_HALF, COLIBRI_PER_HALF)
+COLIBRI_AVX512_K_CORE(colibri_dot4_q3_k_avx512, colibri_block_q3_k, colibri_q3_k_quants2, 2, colibri_q3_k_headers,
+                      COLIBRI_PER_HALF, COLIBRI_NONE)
+COLIBRI_AVX512_K_CORE(colibri_dot4_q4_k_avx512, colibri_block_q4_k, colibri_q4_k_quants2, -1, COLIBRI_Q4_K_HEADERS,
+                      COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+COLIBRI_AVX512_K_CORE(colibri_dot4_q5_k_avx512, colibri_block_q5_k, colibri_q5_k_quants2, -1, COLIBRI_Q5_K_HEADERS,
+                      COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+COLIBRI_AVX512_K_CORE(colibri_dot4_q6_k_avx512, colibri_block_q6_k, colibri_q6_k_quants2, 5, colibri_q6_k_headers,
+                      COLIBRI_PER_HALF, COLIBRI_NONE)
+COLIBRI_AVX512_K_CORE(colibri_dot4_iq4_xs_avx512, colibri_block_iq4_xs, colibri_iq4_xs_quants2, 7,
+                      colibri_iq4_xs_headers, COLIBRI_PER_GROUP, COLIBRI_NONE)
+
+/* ---- the 32-element types: blocks b, b1 as the pair ---------------------------------------- */
+
+/* [b: r0..r3, b1: r0..r3] block scales of the 4 rows. */
+#define COLIBRI_F16_PAIR(AT) \
+    _mm256_insertf128_ps(_mm256_castps128_ps256(colibri_f16x4_at(&w0[b], &w1[b], &w2[b], &w3[b], AT)), \
+                         colibri_f16x4_at(&w0[b1], &w1[b1], &w2[b1], &w3[b1], AT), 1)
+/* MXFP4's 2^(e - 128) (colibri_e8m0_half) of the 8 exponents, exactly. */
+static inline __m256 colibri_e8m0_half8(__m256i e) {
+    __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    __m256i large = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(large, small, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+#define COLIBRI_E8M0_PAIR                                                                                \
+    colibri_e8m0_half8(_mm256_setr_epi32(w0[b].e, w1[b].e, w2[b].e, w3[b].e, w0[b1].e, w1[b1].e, w2[b1].e, \
+                                         w3[b1].e))
+#define COLIBRI_NO_PAIR _mm256_setzero_ps()
+#define COLIBRI_NEG_M_PAIR _mm256_xor_ps(COLIBRI_F16_PAIR(2), _mm256_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
+
+/* NAME: the 4-row core of the 32-element type WBLOCK: quants by QUANTS2(block b, block b1),
+ * offset 2^C_SHIFT, scales D8 ([b rows, b1 rows]), Q5_1's min form (HAS_M: M = 1) with DM8. */
+#define COLIBRI_AVX512_PAIR_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, D8, HAS_M, DM8)                          \
+    static inline __attribute__((always_inline)) __m128 NAME##_step(                                       \
+        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const colibri_block_q8_s *a, \
+        int64_t b, const int pair, const char *ahead, __m128 acc) {                                        \
+        int64_t b1 = b + pair;                                                                             \
+        COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));                \
+        return colibri_blocks_step(QUANTS2(&w0[b], &w0[b1]), QUANTS2(&w1[b], &w1[b1]),                     \
+                                   QUANTS2(&w2[b], &w2[b1]), QUANTS2(&w3[b], &w3[b1]), &a[b], &a[b1],      \
+                                   C_SHIFT, COLIBRI_NONE, _mm512_setzero_si512(), _mm256_setzero_si256(),  \
+                                   HAS_M ? COLIBRI_PER_GROUP : COLIBRI_NONE, _mm512_setzero_si512(),       \
+                                   _mm256_set1_epi32(1), D8, DM8, pair, acc);                              \
+    }                                                                                                      \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
+        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                   \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                               \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                               \
+        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                               \
+        int64_t nb = n / COLIBRI_QK, b = 0;                                                                \
+        for (; b + 2 <= nb; b += 2) {                                                                      \
+            acc = NAME##_step(w0, w1, w2, w3, a, b, 1, ahead, acc);                                        \
+        }                                                                                                  \
+        if (b < nb) acc = NAME##_step(w0, w1, w2, w3, a, b, 0, ahead, acc);   /* an odd last block */      \
+        _mm_storeu_ps(out, acc);                                                                           \
+    }
+
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_0_avx512, colibri_block_q5_0, COLIBRI_Q5_0_QUANTS2, 4, COLIBRI_F16_PAIR(0), 0,
+                         COLIBRI_NO_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_1_avx512, colibri_block_q5_1, COLIBRI_Q5_1_QUANTS2, -1, COLIBRI_F16_PAIR(0), 1,
+                         COLIBRI_NEG_M_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_iq4_nl_avx512, colibri_block_iq4_nl, COLIBRI_IQ4_NL_QUANTS2, 7,
+                         COLIBRI_F16_PAIR(0), 0, COLIBRI_NO_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_mxfp4_avx512, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS2, 7, COLIBRI_E8M0_PAIR, 0,
+                         COLIBRI_NO_PAIR)
+
+#define COLIBRI_AVX512_BLOCK_DOT_ROWS(T) COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##T##_avx512, colibri_dot4_##T##_avx512)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_0)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_1)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q2_k)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q3_k)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q4_k)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_k)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(q6_k)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_nl)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_xs)
+COLIBRI_AVX512_BLOCK_DOT_ROWS(mxfp4)

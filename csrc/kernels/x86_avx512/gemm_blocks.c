@@ -1,0 +1,207 @@
+/*
+ * x86_avx512/gemm_blocks.c — the multi-token kernels (gemm) of the types of
+ * quant_blocks.h with AVX-512 VNNI: weight rows in the vector lanes, tokens
+ * broadcast, as gemm_quant.c does for Q8_0 / Q4_0 / Q4_1.
+ *
+ * For 16 weight rows and a chunk of groups (32 elements each), the rows'
+ * quants are unpacked to unsigned bytes u (q = u - C, blocks_quants.h) and
+ * transposed once into a panel whose vector (group g, word k) holds bytes
+ * 4k..4k+3 of group g of the 16 rows, beside the rows' per-half integer
+ * scales and mins and block scales (colibri_group_scales, as floats: exact).
+ * Then 8 tokens at a time, their 16-row accumulators in registers: each
+ * half's 4 words of a token's activation are broadcast and vpdpbusd adds
+ * each row's 4 products to its lane, from the token's -C·A_h (A_h its stored
+ * half sum); then, lane by lane, the reference's float step:
+ *   isum = S_0 h_0 + S_1 h_1      (each product and the sum below 2^24: exact)
+ *   acc += isum * (D * d_a)  [ - (M_0 A_0 + M_1 A_1) * (DMIN * d_a) ]
+ * groups in order, so every y[t, r] is bitwise quant_dot_blocks.c's dot.
+ * Between chunks a row's running sums rest in y (a float store and load are
+ * exact). Rows past the last real one repeat it, tokens past the last one
+ * repeat it; their results are dropped.
+ */
+#include <string.h>
+
+#include "blocks_quants.h"
+
+#define COLIBRI_BP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
+#define COLIBRI_BP_TILE 8      /* tokens whose accumulators stay in registers */
+#define COLIBRI_BP_TOKENS 64   /* tokens per chunk: the panel's reuse */
+#define COLIBRI_BP_GROUPS 32   /* groups per chunk: a 16 KiB panel of quants (4 super-blocks) */
+
+typedef struct colibri_block_panel {
+    __m512i qs[COLIBRI_BP_GROUPS][8];   /* qs: [group, word] 16 rows' 4 unsigned quant bytes */
+    __m512 s[COLIBRI_BP_GROUPS][2];     /* s: [group, half] 16 rows' integer scales */
+    __m512 m[COLIBRI_BP_GROUPS][2];     /* m: [group, half] 16 rows' integer mins */
+    __m512 d[COLIBRI_BP_GROUPS];        /* d: [group] 16 rows' block scales D */
+    __m512 dm[COLIBRI_BP_GROUPS];       /* dm: [group] 16 rows' DMIN */
+} colibri_block_panel;
+
+typedef struct colibri_block_tokens {
+    float d[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];       /* d: [group, token] activation scales */
+    int32_t a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];  /* a: [group, half, token] half sums A_h */
+} colibri_block_tokens;
+
+/* The Q8_S side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng). */
+static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x, int64_t x_stride, int64_t t0,
+                                      int64_t nt, int64_t kt, int64_t g0, int64_t ng) {
+    for (int64_t j = 0; j < nt; j++) {
+        const colibri_block_q8_s *row = (const colibri_block_q8_s *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
+        for (int64_t g = 0; g < ng; g++) {
+            side->d[g][j] = row[g0 + g].d;
+            side->a[g][0][j] = row[g0 + g].sum[0];
+            side->a[g][1][j] = row[g0 + g].sum[1];
+        }
+    }
+}
+
+/* out[k], lane r (k < 4): dword k of the 16 bytes at blk[r] + at (gemm_quant.c's transpose). */
+static inline void colibri_bp_transpose(const uint8_t *const blk[16], int64_t at, __m512i out[4]) {
+    __m512i z[4];   /* z: [k] rows k + 4i in 128-bit lane i */
+    for (int k = 0; k < 4; k++) {
+        z[k] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[k] + at)));
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 8] + at)), 2);
+        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 12] + at)), 3);
+    }
+    __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* The tile's and the group's loops unrolled, so that the accumulators live in registers. */
+#define COLIBRI_BP_UNROLL _Pragma("GCC unroll 8")
+
+/* Group pair p's 64 unsigned bytes of a row: the 256-element types read groups 2p, 2p + 1
+ * of super-block p / 4 (QUANTS2(block, p % 4)); the 32-element ones blocks 2p, 2p + 1
+ * (the last one alone when the chunk's count is odd: its partner repeats it). */
+#define COLIBRI_BP_PAIR_K(WBLOCK, QUANTS2, row, p, ng) QUANTS2(&((const WBLOCK *)(row))[(p) / 4], (p) % 4)
+#define COLIBRI_BP_PAIR_32(WBLOCK, QUANTS2, row, p, ng) \
+    QUANTS2(&((const WBLOCK *)(row))[2 * (p)], &((const WBLOCK *)(row))[2 * (p) + 1 < (ng) ? 2 * (p) + 1 : 2 * (p)])
+
+/* DECL: the gemm's storage class, type and name for the type T (its block WBLOCK, its
+ * GROUP_SCALES reader): PAIR (COLIBRI_BP_PAIR_K or _32) with QUANTS2 unpacks, C the
+ * quants' offset, S_AT / M_AT where its scales and mins apply (dot_blocks.c's
+ * COLIBRI_NONE / PER_HALF / PER_GROUP). Same contract as colibri_gemm_fn. */
+#define COLIBRI_BLOCK_PANEL_GEMM(DECL, WBLOCK, ELEMS, GROUP_SCALES, PAIR, QUANTS2, C, S_AT, M_AT)                  \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
+         float *y, int64_t y_stride) {                                                                            \
+        colibri_block_panel panel;                                                                                \
+        colibri_block_tokens side;                                                                                \
+        uint8_t u[COLIBRI_BP_ROWS][64];   /* u: [row] one group pair's unsigned quants, before the transpose */   \
+        const uint8_t *urow[COLIBRI_BP_ROWS];                                                                    \
+        for (int r = 0; r < COLIBRI_BP_ROWS; r++) urow[r] = u[r];                                                 \
+        int64_t n_groups = n / 32, a_bytes = (int64_t)sizeof(colibri_block_q8_s);                                 \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_BP_TOKENS) {                                               \
+            int64_t kt = n_tok - t0 < COLIBRI_BP_TOKENS ? n_tok - t0 : COLIBRI_BP_TOKENS;                         \
+            int64_t nt = (kt + COLIBRI_BP_TILE - 1) / COLIBRI_BP_TILE * COLIBRI_BP_TILE;                          \
+            for (int64_t g0 = 0; g0 < n_groups; g0 += COLIBRI_BP_GROUPS) {                                        \
+                int64_t ng = n_groups - g0 < COLIBRI_BP_GROUPS ? n_groups - g0 : COLIBRI_BP_GROUPS;               \
+                colibri_block_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng);                  \
+                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_BP_ROWS) {                                          \
+                    int64_t kr = rows - r0 < COLIBRI_BP_ROWS ? rows - r0 : COLIBRI_BP_ROWS;                       \
+                    const char *row_at[COLIBRI_BP_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
+                    for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                                   \
+                        row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                    \
+                    }                                                                                             \
+                    for (int64_t p = 0; p < (ng + 1) / 2; p++) {   /* quants: group pair p of every row */       \
+                        for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                               \
+                            const char *chunk = row_at[r] + g0 * 32 / (ELEMS) * (int64_t)sizeof(WBLOCK);          \
+                            _mm512_storeu_si512((void *)u[r], PAIR(WBLOCK, QUANTS2, chunk, p, ng));               \
+                        }                                                                                         \
+                        for (int64_t g = 2 * p; g < 2 * p + 2 && g < ng; g++) {                                   \
+                            colibri_bp_transpose(urow, 32 * (g - 2 * p), panel.qs[g]);                            \
+                            colibri_bp_transpose(urow, 32 * (g - 2 * p) + 16, panel.qs[g] + 4);                   \
+                        }                                                                                         \
+                    }                                                                                             \
+                    for (int r = 0; r < COLIBRI_BP_ROWS; r++) {    /* scales */                                  \
+                        const char *row = row_at[r];                                                              \
+                        for (int64_t g = 0; g < ng; g++) {                                                        \
+                            colibri_group_scales gs;                                                              \
+                            GROUP_SCALES(row, g0 + g, &gs);                                                       \
+                            for (int h = 0; h < 2; h++) {                                                         \
+                                ((float *)&panel.s[g][h])[r] = (float)gs.sc[h];                                   \
+                                ((float *)&panel.m[g][h])[r] = (float)gs.m[h];                                    \
+                            }                                                                                     \
+                            ((float *)&panel.d[g])[r] = gs.d;                                                     \
+                            ((float *)&panel.dm[g])[r] = gs.dmin;                                                 \
+                        }                                                                                         \
+                    }                                                                                             \
+                    __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                \
+                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_BP_TILE) {                                        \
+                        const char *arow[COLIBRI_BP_TILE];   /* arow: the tile's activation quants of group g0 */ \
+                        __m512 acc[COLIBRI_BP_TILE];         /* acc: [token] 16 rows' running sums */             \
+                        COLIBRI_BP_UNROLL                                                                         \
+                        for (int j = 0; j < COLIBRI_BP_TILE; j++) {                                               \
+                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                      \
+                            arow[j] = (const char *)x + t * x_stride + g0 * a_bytes + 8;                          \
+                            acc[j] = g0 == 0 ? _mm512_setzero_ps()                                                \
+                                             : _mm512_maskz_loadu_ps(keep, y + t * y_stride + r0);                \
+                        }                                                                                         \
+                        for (int64_t g = 0; g < ng; g++) {                                                        \
+                            COLIBRI_BP_UNROLL                                                                     \
+                            for (int j = 0; j < COLIBRI_BP_TILE; j++) {                                           \
+                                const char *a = arow[j] + g * a_bytes;                                            \
+                                __m512i h[2];                                                                     \
+                                for (int hh = 0; hh < 2; hh++) {                                                  \
+                                    h[hh] = _mm512_set1_epi32(-(C) * side.a[g][hh][j0 + j]);                      \
+                                    COLIBRI_BP_UNROLL                                                             \
+                                    for (int k = 4 * hh; k < 4 * hh + 4; k++) {                                   \
+                                        int32_t word;                                                             \
+                                        memcpy(&word, a + 4 * k, sizeof word);                                    \
+                                        h[hh] = _mm512_dpbusd_epi32(h[hh], panel.qs[g][k], _mm512_set1_epi32(word)); \
+                                    }                                                                             \
+                                }                                                                                 \
+                                __m512 isum;                                                                      \
+                                if (S_AT == COLIBRI_PER_HALF) {                                                   \
+                                    isum = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.s[g][0]),  \
+                                                         _mm512_mul_ps(_mm512_cvtepi32_ps(h[1]), panel.s[g][1])); \
+                                } else {                                                                          \
+                                    isum = _mm512_cvtepi32_ps(_mm512_add_epi32(h[0], h[1]));                      \
+                                    if (S_AT == COLIBRI_PER_GROUP) isum = _mm512_mul_ps(isum, panel.s[g][0]);     \
+                                }                                                                                 \
+                                __m512 da = _mm512_set1_ps(side.d[g][j0 + j]);                                    \
+                                __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(panel.d[g], da));                    \
+                                if (M_AT != COLIBRI_NONE) {                                                       \
+                                    __m512 msum = M_AT == COLIBRI_PER_HALF                                        \
+                                        ? _mm512_add_ps(_mm512_mul_ps(panel.m[g][0], _mm512_set1_ps((float)side.a[g][0][j0 + j])), \
+                                                        _mm512_mul_ps(panel.m[g][1], _mm512_set1_ps((float)side.a[g][1][j0 + j]))) \
+                                        : _mm512_mul_ps(panel.m[g][0],                                            \
+                                                        _mm512_set1_ps((float)(side.a[g][0][j0 + j] + side.a[g][1][j0 + j]))); \
+                                    v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(panel.dm[g], da)));    \
+                                }                                                                                 \
+                                acc[j] = _mm512_add_ps(acc[j], v);                                                \
+                            }                                                                                     \
+                        }                                                                                         \
+                        COLIBRI_BP_UNROLL                                                                         \
+                        for (int j = 0; j < COLIBRI_BP_TILE; j++) {                                               \
+                            if (j0 + j < kt) _mm512_mask_storeu_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                        }                                                                                         \
+                    }                                                                                             \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q2_k_avx512, colibri_block_q2_k, 256, colibri_q2_k_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_q2_k_quants2, 0, COLIBRI_PER_HALF, COLIBRI_PER_HALF)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q3_k_avx512, colibri_block_q3_k, 256, colibri_q3_k_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_q3_k_quants2, 4, COLIBRI_PER_HALF, COLIBRI_NONE)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q4_k_avx512, colibri_block_q4_k, 256, colibri_q4_k_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_q4_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_k_avx512, colibri_block_q5_k, 256, colibri_q5_k_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_q5_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q6_k_avx512, colibri_block_q6_k, 256, colibri_q6_k_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_q6_k_quants2, 32, COLIBRI_PER_HALF, COLIBRI_NONE)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_xs_avx512, colibri_block_iq4_xs, 256, colibri_iq4_xs_group_scales,
+                         COLIBRI_BP_PAIR_K, colibri_iq4_xs_quants2, 128, COLIBRI_PER_GROUP, COLIBRI_NONE)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_0_avx512, colibri_block_q5_0, 32, colibri_q5_0_group_scales,
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_0_QUANTS2, 16, COLIBRI_NONE, COLIBRI_NONE)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_1_avx512, colibri_block_q5_1, 32, colibri_q5_1_group_scales,
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_1_QUANTS2, 0, COLIBRI_NONE, COLIBRI_PER_GROUP)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_nl_avx512, colibri_block_iq4_nl, 32, colibri_iq4_nl_group_scales,
+                         COLIBRI_BP_PAIR_32, COLIBRI_IQ4_NL_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE)
+COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_mxfp4_avx512, colibri_block_mxfp4, 32, colibri_mxfp4_group_scales,
+                         COLIBRI_BP_PAIR_32, COLIBRI_MXFP4_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE)
