@@ -3,8 +3,9 @@ COLIBRI_ISA in a fresh process (the choice is made once per process):
 
   - colibri_isa() reports the forced set;
   - f32 logits vs transformers: max |Δ| <= 1e-4 × max |logit| (as tests/test_parity.py);
-  - F32, BF16, Q8_0, Q4_0 and Q4_1 weights: logits bitwise equal to the
-    scalar kernels' (every kernel set keeps the reference's arithmetic);
+  - F32, BF16, Q8_0, Q4_0 and Q4_1 weights, and a file holding every other block type
+    (Q5_0 ... MXFP4, one per matrix round robin): logits bitwise equal to the scalar
+    kernels' (every kernel set keeps the reference's arithmetic);
   - an ISA this CPU cannot run (or an unknown name) is reported on stderr
     and the best one is used.
 """
@@ -23,8 +24,12 @@ import torch
 
 from conftest import token_ids
 from gguf_export import export_gguf
+from test_quant_oracle import NEW_TYPES
 
 MODEL = "mixtral-c"   # hidden 64: every matrix's cols is a multiple of 32, so GGUF blocks apply
+WIDE_MODEL = "qwen3_moe-wide"   # every matrix whole 256-element blocks: the K types apply
+EVERY = "every-block-type"
+WIDE_VOCAB = 128   # the wide model's vocabulary: the ids every file is run on stay below it
 SEQ_LEN = 24
 # What a CPU whose best set is the key can also run (each set implies the ones after it).
 RUNNABLE = {"avx512": ["avx512", "avx2", "scalar"], "avx2": ["avx2", "scalar"],
@@ -70,12 +75,15 @@ def models(tiny_model_factory, tmp_path_factory) -> tuple[object, dict[str, str]
         path = root / f"{MODEL}-{qtype}.gguf"
         export_gguf(tiny.reference, tiny.path, path, qtype)
         files[qtype.upper()] = str(path)
+    from test_big_endian import _every_type_gguf
+
+    files[EVERY] = str(_every_type_gguf(tiny_model_factory(WIDE_MODEL), root / f"{WIDE_MODEL}-every.gguf"))
     return tiny, files
 
 
 def test_every_isa_matches_transformers_and_scalar(models, tmp_path):
     tiny, files = models
-    ids = token_ids(tiny.reference.config.vocab_size, SEQ_LEN, seed=3)
+    ids = token_ids(min(tiny.reference.config.vocab_size, WIDE_VOCAB), SEQ_LEN, seed=3)
     with torch.no_grad():
         expected = tiny.reference(torch.tensor([ids])).logits[0].float().numpy()
     best = _reported_isa(_run_child(None, ids, files, tmp_path / "best.npz"))
@@ -86,8 +94,9 @@ def test_every_isa_matches_transformers_and_scalar(models, tmp_path):
         assert _reported_isa(done) == isa, done.stdout + done.stderr
         assert "not available" not in done.stderr, done.stderr
         results[isa] = np.load(tmp_path / f"{isa}.npz")
-        for name in files:   # each file really holds its weight type
-            assert any(line.startswith(f"dtypes={name}:") and name in line.split(":")[1].split(",")
+        for name in files:   # each file really holds its weight type(s)
+            want = set(NEW_TYPES) if name == EVERY else {name}
+            assert any(line.startswith(f"dtypes={name}:") and want <= set(line.split(":")[1].split(","))
                        for line in done.stdout.splitlines()), done.stdout
         err = np.abs(results[isa]["F32"] - expected).max()
         assert err <= 1e-4 * np.abs(expected).max(), f"{isa}: max |Δ| {err} vs max |logit| {np.abs(expected).max()}"
