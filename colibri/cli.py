@@ -13,6 +13,7 @@ from pathlib import Path
 from .errors import ModelError
 from .loader import KV_TYPES
 from .models.spec import ROUTER_TOPK_SOFTMAX
+from .quant_recipes import TARGETS as QUANT_TARGETS
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
 
@@ -351,8 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="convert a Hugging Face directory or a GGUF file to one .colibri file")
     conv.add_argument("src")
     conv.add_argument("dst")
-    conv.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "keep"], default=None,
-                      help="weight type (default: bf16 for a Hugging Face directory, keep for a GGUF file)")
+    conv.add_argument("--dtype", choices=["f32", "f16", "bf16", *QUANT_TARGETS, "keep"], default=None,
+                      help="weight type, or a K-quant mix (q4_k_m, q5_k_m: llama.cpp's recipes) (default: bf16 "
+                           "for a Hugging Face directory, keep for a GGUF file)")
     conv.set_defaults(func=cmd_convert)
 
     bench = sub.add_parser("bench", help="load time, prefill/decode speed, latency, memory, roofline")

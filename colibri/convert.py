@@ -4,10 +4,11 @@
     convert("path/to/hf-dir", "model.colibri", "bf16")
     convert("model.Q4_0.gguf", "model.colibri", "keep")   # every tensor as stored
 
-Matrices are stored at the requested dtype: f32, f16 or bf16 (rounded to nearest even), or
-the GGUF block types q8_0, q4_0, q4_1 (quantized by the C core's reference quantizer; a
-matrix whose rows are not a multiple of 32 wide is stored f16 instead). Norms, biases and
-routers stay f32 (exact for every source dtype). The architecture
+Matrices are stored at the requested dtype: f32, f16 or bf16 (rounded to nearest even), a
+GGUF block type for every matrix (q8_0, q4_0, q4_1, q4_k, q5_k, q6_k), or a K-quant mix
+(q4_k_m, q5_k_m: colibri/quant_recipes.py), quantized by the C core's quantizers; a matrix
+whose rows are not whole blocks of its type takes a smaller block's type (or f16). Norms,
+biases and routers stay f32 (exact for every source dtype). The architecture
 machinery (colibri.models) decides which tensors exist and their shapes, so the file holds
 exactly what colibri_model_set_tensor expects, in the kernel's order. The tokenizer files,
 chat templates, config.json and generation_config.json travel in the metadata.
@@ -29,9 +30,11 @@ from .formats.hf_dir import HFCheckpoint
 from .loader import checked_weight
 from .native_model import require_little_endian
 from .models import ConfigReader, TensorSlot, architecture, tensor_slots, tensor_supply
+from .quant_recipes import TARGETS, fitting, stored_type
 
-TARGET_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
-                 "keep": None}   # keep: every tensor in its source type
+# keep: every tensor in its source type; the block types and mixes: quant_recipes.TARGETS
+TARGET_DTYPES = ("f32", "f16", "bf16", *TARGETS, "keep")
+FLOAT_TARGETS = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
 BLOCK_TYPES = {t.name: t for t in DTYPES if t.is_block}
 # Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
 F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
@@ -189,19 +192,24 @@ def _gguf_source(src):
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16", *, progress: bool = True) -> Path:
     """Convert the Hugging Face directory or GGUF file `src` to the native file `dst` at `dtype`
-    (f32|f16|bf16|q8_0|q4_0|q4_1, or keep: every tensor in its source type)."""
+    (one of TARGET_DTYPES; keep: every tensor in its source type)."""
     require_little_endian("colibri convert")   # libcolibri's quantizer writes host-order f16 scales
     if dtype not in TARGET_DTYPES:
         raise ModelError(f"dtype {dtype!r} is not supported (supported: {', '.join(TARGET_DTYPES)})")
-    target = TARGET_DTYPES[dtype]
     is_gguf = Path(src).is_file() and Path(src).suffix == ".gguf"
     arch, config, slots, tensor, files, kind, close = (_gguf_source if is_gguf else _hf_source)(src)
     try:
         def weight(slot: TensorSlot) -> tuple[str, np.ndarray]:
             source_dtype, array = tensor(slot)
-            stored = source_dtype if target is None else "F32" if slot.kind in F32_KINDS else target
-            if stored in BLOCK_TYPES and slot.shape[-1] % BLOCK_TYPES[stored].block_elems:
-                stored = "F16"   # block types need rows that are whole blocks
+            if dtype == "keep":
+                stored = source_dtype
+            elif slot.kind in F32_KINDS:
+                stored = "F32"
+            elif dtype in FLOAT_TARGETS:
+                stored = FLOAT_TARGETS[dtype]
+            else:
+                stored = stored_type(dtype, slot, config)
+            stored = fitting(stored, slot.shape[-1])   # block types need rows that are whole blocks
             if source_dtype in BLOCK_TYPES and stored != source_dtype:
                 return stored, tensor_bytes(to_f32(array, source_dtype, slot.shape), "F32", stored)
             return stored, tensor_bytes(array, source_dtype, stored)

@@ -145,6 +145,10 @@ WIDE_MODELS = {
                                          num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=4,
                                          num_experts_per_tok=2, moe_intermediate_size=256, norm_topk_prob=True,
                                          eos_token_id=127)),
+    # 8 experts and 9 layers: what llama.cpp's K-quant mixes single out (tests/test_convert_kquant.py)
+    "mixtral-wide8": ("mixtral", dict(vocab_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=9,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_local_experts=8,
+                                      num_experts_per_tok=2, eos_token_id=127)),
 }
 
 _CLASSES = {
