@@ -26,6 +26,12 @@ int colibri_cpu_has_avx2(void) {
     return fma && avx && f16c && avx2 && ymm_saved;
 }
 
+int colibri_cpu_has_avx_vnni(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!colibri_cpu_has_avx2() || !__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return 0;
+    return (eax >> 4) & 1;   /* CPUID.(EAX=7, ECX=1):EAX[4] AVX-VNNI; YMM state checked by avx2 */
+}
+
 int colibri_cpu_has_avx512(void) {
     unsigned int eax, ebx, ecx, edx;
     if (!colibri_cpu_has_avx2() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;

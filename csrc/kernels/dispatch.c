@@ -1,8 +1,8 @@
 /*
  * dispatch.c — the scalar kernel table and the run-time choice of the table
  * in use: the best one this build has and this CPU can run, or the one the
- * COLIBRI_ISA environment variable names (scalar, avx2, avx512, neon,
- * neon_dotprod). A name this build or CPU cannot run is reported on stderr,
+ * COLIBRI_ISA environment variable names (scalar, avx2, avx_vnni, avx512,
+ * neon, neon_dotprod). A name this build or CPU cannot run is reported on stderr,
  * once, and the best one is used instead. Chosen once per process (pthread_once).
  */
 #include <pthread.h>
@@ -106,6 +106,9 @@ colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t 
 static const colibri_isa_table *const colibri_isas[] = {
 #ifdef COLIBRI_HAVE_AVX512
     &colibri_isa_avx512,
+#endif
+#ifdef COLIBRI_HAVE_AVX_VNNI
+    &colibri_isa_avx_vnni,
 #endif
 #ifdef COLIBRI_HAVE_AVX2
     &colibri_isa_avx2,

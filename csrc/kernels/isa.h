@@ -6,9 +6,9 @@
  * kernel per weight dtype, each taking the same activation row as the
  * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_1 for Q4_1 / Q5_1,
  * Q8_0 for the other block types). The table of each ISA lives in its own
- * folder (x86_avx2/, x86_avx512/, arm_neon/, arm_dotprod/), compiled with that
- * ISA's flags; dispatch.c picks the best one the CPU and OS can run, once, or
- * the one COLIBRI_ISA names. A kernel a table leaves NULL is the scalar
+ * folder (x86_avx2/, x86_avx_vnni/, x86_avx512/, arm_neon/, arm_dotprod/),
+ * compiled with that ISA's flags; dispatch.c picks the best one the CPU and
+ * OS can run, once, or the one COLIBRI_ISA names. A kernel a table leaves NULL is the scalar
  * table's (dispatch.c fills it in), so an ISA can gain its types one by one.
  *
  * Contract of every kernel (tested in tests/c/test_isa.c): each y[r] is
@@ -50,7 +50,7 @@ typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restri
                                         int64_t stride, int32_t n, int64_t n_cols);
 
 typedef struct colibri_isa_table {
-    const char *name;                                 /* "scalar", "avx2", "avx512", "neon", "neon_dotprod" */
+    const char *name;                                 /* "scalar", "avx2", "avx_vnni", "avx512", "neon", "neon_dotprod" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
@@ -71,6 +71,7 @@ colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t 
 /* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
 extern const colibri_isa_table colibri_isa_scalar;
 extern const colibri_isa_table colibri_isa_avx2;
+extern const colibri_isa_table colibri_isa_avx_vnni;
 extern const colibri_isa_table colibri_isa_avx512;
 extern const colibri_isa_table colibri_isa_neon;
 extern const colibri_isa_table colibri_isa_neon_dotprod;
@@ -81,9 +82,11 @@ const colibri_isa_table *colibri_isa_active(void);
 const colibri_isa_table *colibri_isa_find(const char *name);
 
 /* CPU + OS feature probes, compiled without any ISA flags (cpu_x86.c, cpu_arm.c).
- * avx2: AVX2, FMA, F16C and the OS saving YMM state; avx512: avx2 plus
- * AVX-512 F, BW, VL, VNNI and the OS saving ZMM and opmask state. */
+ * avx2: AVX2, FMA, F16C and the OS saving YMM state; avx_vnni: avx2 plus
+ * AVX-VNNI (the VEX vpdpbusd); avx512: avx2 plus AVX-512 F, BW, VL, VNNI and
+ * the OS saving ZMM and opmask state. */
 int colibri_cpu_has_avx2(void);
+int colibri_cpu_has_avx_vnni(void);
 int colibri_cpu_has_avx512(void);
 int colibri_cpu_has_neon(void);
 int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product instructions */
@@ -295,6 +298,12 @@ void colibri_gemm_bf16_avx2(const void *w, int64_t w_stride, const void *x, int6
 void colibri_gemm_q8_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_0_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_q4_1_avx2(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_dot_rows_q8_0_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_0_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_dot_rows_q4_1_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
+void colibri_gemm_q8_0_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_0_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
+void colibri_gemm_q4_1_avx_vnni(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_f32_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_f16_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_gemm_bf16_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);

@@ -75,47 +75,10 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
         _mm_storeu_ps(out, acc);                                                            \
     }
 
-/* One token's step of the 4x4 core: acc += this token's 4 row lanes for block b. */
-#define COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, xt, acc)                   \
-    do {                                                                                    \
-        const ABLOCK *a_ = (const ABLOCK *)(xt) + b;                                        \
-        __m256i av_ = _mm256_loadu_si256((const __m256i *)a_->qs);                          \
-        __m256i sh_ = SHARED(av_);                                                          \
-        __m128i isum_ = colibri_hsum4_epi32(MAC(p0, av_, sh_), MAC(p1, av_, sh_),           \
-                                            MAC(p2, av_, sh_), MAC(p3, av_, sh_));          \
-        __m128 v_ = _mm_mul_ps(_mm_cvtepi32_ps(isum_), _mm_mul_ps(dw, _mm_set1_ps(_cvtsh_ss(a_->d)))); \
-        acc = _mm_add_ps(acc, OFFSET(v_, &w0[b], &w1[b], &w2[b], &w3[b], a_));              \
-    } while (0)
-
-/* 4 rows x 4 activation rows (tokens): each block's 4 weight vectors are
- * prepared once (PREP: load, unpack) and their f16 scales widened once, then
- * used by every token; per (token, row) lane the arithmetic is exactly the
- * one-row core's, so out[t][r] is bitwise the reference dot. The 4 token
- * accumulators are named, not an array, so they stay in registers. */
-#define COLIBRI_X86_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)       \
-    static void NAME(const char *const w[4], const char *ahead, const char *const x[4],    \
-                     int64_t n, float out[4][4]) {                                          \
-        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
-        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
-        __m128 acc0 = _mm_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;  /* [4] rows each */ \
-        for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK)); \
-            __m256i p0 = PREP(&w0[b]), p1 = PREP(&w1[b]), p2 = PREP(&w2[b]), p3 = PREP(&w3[b]); \
-            __m128 dw = COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d);                    \
-            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[0], acc0);           \
-            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[1], acc1);           \
-            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[2], acc2);           \
-            COLIBRI_X86_GEMM_TOKEN_STEP(ABLOCK, SHARED, MAC, OFFSET, x[3], acc3);           \
-        }                                                                                   \
-        _mm_storeu_ps(out[0], acc0), _mm_storeu_ps(out[1], acc1);                           \
-        _mm_storeu_ps(out[2], acc2), _mm_storeu_ps(out[3], acc3);                           \
-    }
-
-/* The dot_rows and gemm kernels of one block type for one ISA. */
+/* The dot_rows kernel of one block type for one ISA (the multi-token gemm
+ * kernels are the row panels of gemm_panel.h and x86_avx512/gemm_quant.c). */
 #define COLIBRI_X86_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)               \
     COLIBRI_X86_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)      \
-    COLIBRI_X86_BLOCK_GEMM_CORE(colibri_gemm4_##TYPE##_##ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET) \
-    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)                \
-    COLIBRI_GEMM_DEFINE(colibri_gemm_##TYPE##_##ISA, colibri_gemm4_##TYPE##_##ISA)
+    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)
 
 #endif /* COLIBRI_X86_BLOCK_CORE_H */

@@ -32,49 +32,18 @@
 
 #include "../isa.h"
 #include "../quant.h"
+#include "../x86_avx2/gemm_panel.h"   /* the activation side (colibri_token_side) */
 
 #define COLIBRI_RP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
 #define COLIBRI_RP_TILE 8      /* tokens whose accumulators stay in registers */
-#define COLIBRI_RP_TOKENS 64   /* tokens per chunk: the row panel's reuse */
-#define COLIBRI_RP_BLOCKS 32   /* blocks per chunk: a 16 KiB row panel of quants */
+#define COLIBRI_RP_TOKENS COLIBRI_PANEL_TOKENS   /* tokens per chunk (64): the row panel's reuse */
+#define COLIBRI_RP_BLOCKS COLIBRI_PANEL_BLOCKS   /* blocks per chunk (32): a 16 KiB row panel of quants */
 
 typedef struct colibri_row_panel {
     __m512i qs[COLIBRI_RP_BLOCKS][8];   /* qs: [block, group] 16 rows' 4 unsigned weight bytes */
     __m512 d[COLIBRI_RP_BLOCKS];        /* d: [block] 16 rows' scales */
     __m512 m[COLIBRI_RP_BLOCKS];        /* m: [block] 16 rows' mins (Q4_1) */
 } colibri_row_panel;
-
-typedef struct colibri_token_side {
-    float d[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS];       /* d: [block, token] activation scales */
-    float s[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS];       /* s: [block, token] Q8_1 s (Q4_1 only) */
-    int32_t start[COLIBRI_RP_BLOCKS][COLIBRI_RP_TOKENS]; /* start: [block, token] -c·sum(a) */
-} colibri_token_side;
-
-/* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
- * [b0, b0 + nb): rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks. */
-static void colibri_token_side_fill(colibri_token_side *side, const char *x, int64_t x_stride, int64_t t0,
-                                    int64_t nt, int64_t kt, int64_t b0, int64_t nb, int has_s, int32_t c) {
-    int64_t block_bytes = has_s ? (int64_t)sizeof(colibri_block_q8_1) : (int64_t)sizeof(colibri_block_q8_0);
-    int64_t qs_offset = has_s ? 4 : 2;
-    __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int64_t j = 0; j < nt; j++) {
-        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;   /* row: [n/32] blocks */
-        for (int64_t b = 0; b < nb; b++) {
-            const char *blk = row + (b0 + b) * block_bytes;
-            /* sum(a) = sum(a + 128) - 4096, the biased bytes summed by vpsadbw */
-            __m256i biased = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + qs_offset)), flip);
-            __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());   /* 4 x int64 */
-            __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-            int32_t sum = (int32_t)(_mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1)) - 32 * 128;
-            uint16_t d, s;
-            memcpy(&d, blk, sizeof d);
-            memcpy(&s, blk + 2, sizeof s);
-            side->d[b][j] = _cvtsh_ss(d);
-            side->s[b][j] = has_s ? _cvtsh_ss(s) : 0.0f;
-            side->start[b][j] = -c * sum;
-        }
-    }
-}
 
 /* The row panel's gathering: block b of 16 rows (row r's at blk[r]) into
  * 16-lane vectors by loads and in-register transposes (vpgatherdd measured

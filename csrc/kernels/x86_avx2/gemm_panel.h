@@ -1,0 +1,219 @@
+/*
+ * x86_avx2/gemm_panel.h — the tiled multi-token driver of the x86 block-type
+ * gemm kernels on 256-bit vectors (x86_avx2/gemm_quant.c, and with vpdpbusd
+ * x86_avx_vnni/gemm_quant.c), and the activation side that the AVX-512 row
+ * panel shares; included only by files compiled with at least AVX2 + F16C.
+ *
+ * Weight rows go in the vector lanes, activation bytes are broadcast, so no
+ * horizontal sum is needed. For a group of 8 weight rows and a chunk of
+ * blocks, FILL transposes the rows' blocks once into a row panel: vector
+ * qs[b][g] holds bytes 4g..4g+3 of block b of each of the 8 rows (as the
+ * type's integer step wants them: unsigned nibbles, or signed / offset Q8_0
+ * bytes) beside the rows' widened scales d (and Q4_1 mins m). Then 4 tokens
+ * at a time, their 8-row accumulators in registers: DOT4 turns the panel's
+ * block b and the 4 tokens' activation bytes into 4 vectors of exact int32
+ * block dots (lane r: row r), starting from each token's per-block
+ * correction `start` (-c · sum a for a weight offset c, from the activation
+ * side); the reference's float step then runs lane-wise:
+ *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * s_a for Q4_1]
+ * blocks in order, so every y[t, r] is bitwise the reference dot
+ * (quant_dot.c). Between block chunks a row's running sums rest in y (a float
+ * store and load are exact). Rows past the last one repeat it and tokens
+ * past the last one repeat it; their results are dropped.
+ *
+ * A new block type plugs in with its FILL, its DOT4 (per ISA) and the
+ * driver below, as the float types do with COLIBRI_GEMM_FLOAT_TILED_DEFINE.
+ */
+#ifndef COLIBRI_X86_GEMM_PANEL_H
+#define COLIBRI_X86_GEMM_PANEL_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../isa.h"
+#include "../quant.h"
+
+#define COLIBRI_PANEL_TOKENS 64   /* tokens per chunk: the row panel's reuse */
+#define COLIBRI_PANEL_BLOCKS 32   /* blocks per chunk */
+#define COLIBRI_P8_ROWS 8         /* weight rows per 256-bit panel vector */
+#define COLIBRI_P8_TILE 4         /* tokens whose accumulators stay in registers */
+
+/* ---- the activation side: per token and block of a chunk ---------------------- */
+
+typedef struct colibri_token_side {
+    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* d: [block, token] activation scales */
+    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] Q8_1 s (Q4_1 only) */
+    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·sum(a) */
+} colibri_token_side;
+
+/* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
+ * [b0, b0 + nb): rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks, x_stride
+ * bytes apart; c is the weight offset whose correction -c·sum(a) starts
+ * each block's integer dot. */
+static inline void colibri_token_side_fill(colibri_token_side *side, const char *x, int64_t x_stride, int64_t t0,
+                                           int64_t nt, int64_t kt, int64_t b0, int64_t nb, int has_s, int32_t c) {
+    int64_t block_bytes = has_s ? (int64_t)sizeof(colibri_block_q8_1) : (int64_t)sizeof(colibri_block_q8_0);
+    int64_t qs_offset = has_s ? 4 : 2;
+    __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t j = 0; j < nt; j++) {
+        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;   /* row: [n/32] blocks */
+        for (int64_t b = 0; b < nb; b++) {
+            const char *blk = row + (b0 + b) * block_bytes;
+            /* sum(a) = sum(a + 128) - 4096, the biased bytes summed by vpsadbw */
+            __m256i biased = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + qs_offset)), flip);
+            __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());   /* 4 x int64 */
+            __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+            int32_t sum = (int32_t)(_mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1)) - 32 * 128;
+            uint16_t d, s;
+            memcpy(&d, blk, sizeof d);
+            memcpy(&s, blk + 2, sizeof s);
+            side->d[b][j] = _cvtsh_ss(d);
+            side->s[b][j] = has_s ? _cvtsh_ss(s) : 0.0f;
+            side->start[b][j] = -c * sum;
+        }
+    }
+}
+
+/* ---- the 8-row panel ---------------------------------------------------------------- */
+
+typedef struct colibri_panel8 {
+    __m256i qs[COLIBRI_PANEL_BLOCKS][8];   /* qs: [block, group] 8 rows' 4 weight bytes */
+    __m256i qa[COLIBRI_PANEL_BLOCKS][8];   /* qa: [block, group] their absolute values (Q8_0 on AVX2) */
+    __m256 d[COLIBRI_PANEL_BLOCKS];        /* d: [block] 8 rows' scales */
+    __m256 m[COLIBRI_PANEL_BLOCKS];        /* m: [block] 8 rows' mins (Q4_1) */
+} colibri_panel8;
+
+/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. Rows k and
+ * k+4 fill the two 128-bit lanes of z[k]; a 4x4 dword transpose inside each
+ * 128-bit lane then puts row r at dword r. */
+static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __m256i out[4]) {
+    __m256i z[4];   /* z: [k] row k low, row k + 4 high */
+    for (int k = 0; k < 4; k++) {
+        z[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk[k] + at))),
+                                       _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
+    }
+    __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* Lane r: the f16 at blk[r] + at, widened (exact). */
+static inline __m256 colibri_p8_f16(const char *const blk[8], int64_t at) {
+    uint16_t h[COLIBRI_P8_ROWS];   /* h: [row] */
+    for (int r = 0; r < COLIBRI_P8_ROWS; r++) memcpy(&h[r], blk[r] + at, sizeof h[r]);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* The panel's block b: groups 0..3 the low nibbles of the 16 bytes at `at`,
+ * groups 4..7 the high ones (Q4_0, Q4_1). */
+static inline void colibri_p8_nibbles(colibri_panel8 *p, int64_t b, const char *const blk[8], int64_t at) {
+    __m256i mask = _mm256_set1_epi8(0x0f);
+    colibri_p8_transpose(blk, at, p->qs[b]);
+    for (int g = 0; g < 4; g++) {
+        p->qs[b][g + 4] = _mm256_and_si256(_mm256_srli_epi16(p->qs[b][g], 4), mask);
+        p->qs[b][g] = _mm256_and_si256(p->qs[b][g], mask);
+    }
+}
+
+static inline void colibri_p8_fill_q4_0(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
+    p->d[b] = colibri_p8_f16(blk, 0);
+    colibri_p8_nibbles(p, b, blk, 2);
+}
+
+static inline void colibri_p8_fill_q4_1(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
+    p->d[b] = colibri_p8_f16(blk, 0);
+    p->m[b] = colibri_p8_f16(blk, 2);
+    colibri_p8_nibbles(p, b, blk, 4);
+}
+
+/* Token j's activation bytes 4g..4g+3 of its block, in every lane. */
+static inline __m256i colibri_p8_bcast(const char *a, int g) {
+    int32_t word;
+    memcpy(&word, a + 4 * g, sizeof word);
+    return _mm256_set1_epi32(word);
+}
+
+/* Each group's products go straight into the token's accumulator: the empty
+ * asm (the vector stays in its register, unchanged) keeps GCC from
+ * reassociating a block's 8 additions into a tree whose 32 pending products
+ * it kept on the stack (AVX2 Q8_0, 512 x 4096 x 64: 33.4 million
+ * instructions with the spills, 29.7 without, callgrind). */
+#define COLIBRI_IN_REGISTER(v) __asm__("" : "+x"(v))
+
+/* The tile's and the block's loops unrolled, so that the accumulators live in
+ * registers (-O2 unrolls nothing by itself). */
+#define COLIBRI_P8_UNROLL _Pragma("GCC unroll 8")
+
+/* v + m_w * s_a per row for Q4_1; v for the others. */
+#define COLIBRI_P8_NO_OFFSET(v, p, b, side, j) (v)
+#define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
+    _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
+
+/* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_0 (HAS_S
+ * 0) or Q8_1 (HAS_S 1) activations: C the weight offset the starts correct,
+ * FILL(colibri_panel8 *, b, const char *const blk[8]) the panel's block b from
+ * the 8 rows' blocks, DOT4(const colibri_panel8 *, b, const char *const a[4],
+ * const int32_t start[4], __m256i isum[4]) the 4 tokens' exact block dots
+ * (a[j]: token j's 32 activation bytes of block b), OFFSET the Q4_1 term. */
+#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET)                                     \
+    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,     \
+              int64_t n_tok, float *y, int64_t y_stride) {                                                   \
+        colibri_panel8 panel;                                                                                \
+        colibri_token_side side;                                                                             \
+        int64_t n_blocks = n / COLIBRI_QK, a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                 \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                       \
+            int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;              \
+            int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                     \
+            for (int64_t b0 = 0; b0 < n_blocks; b0 += COLIBRI_PANEL_BLOCKS) {                                \
+                int64_t nb = n_blocks - b0 < COLIBRI_PANEL_BLOCKS ? n_blocks - b0 : COLIBRI_PANEL_BLOCKS;    \
+                colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, b0, nb, HAS_S, C);     \
+                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                     \
+                    int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                  \
+                    const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block b0 + b of the row */             \
+                    for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                              \
+                        blk[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride +                 \
+                                 b0 * (int64_t)sizeof(WBLOCK);                                               \
+                    }                                                                                        \
+                    for (int64_t b = 0; b < nb; b++) {                                                       \
+                        FILL(&panel, b, blk);                                                                \
+                        for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] += sizeof(WBLOCK);                  \
+                    }                                                                                        \
+                    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                            \
+                                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));            \
+                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                   \
+                        const char *arow[COLIBRI_P8_TILE];   /* arow: the tile's activation rows */          \
+                        __m256 acc[COLIBRI_P8_TILE];         /* acc: [token] 8 rows' running sums */         \
+                        COLIBRI_P8_UNROLL                                                                    \
+                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                          \
+                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                \
+                            arow[j] = (const char *)x + t * x_stride + b0 * a_bytes + qs_at;                 \
+                            acc[j] = b0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
+                        }                                                                                    \
+                        for (int64_t b = 0; b < nb; b++) {                                                   \
+                            const char *a[COLIBRI_P8_TILE];                                                  \
+                            __m256i isum[COLIBRI_P8_TILE];                                                   \
+                            COLIBRI_P8_UNROLL                                                                \
+                            for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + b * a_bytes;          \
+                            DOT4(&panel, b, a, &side.start[b][j0], isum);                                    \
+                            COLIBRI_P8_UNROLL                                                                \
+                            for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                      \
+                                __m256 scale = _mm256_mul_ps(panel.d[b], _mm256_set1_ps(side.d[b][j0 + j]));  \
+                                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), scale);                \
+                                acc[j] = _mm256_add_ps(acc[j], OFFSET(v, &panel, b, &side, j0 + j));         \
+                            }                                                                                \
+                        }                                                                                    \
+                        COLIBRI_P8_UNROLL                                                                    \
+                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                          \
+                            if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                        }                                                                                    \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+#endif /* COLIBRI_X86_GEMM_PANEL_H */
