@@ -70,6 +70,15 @@ class Hparams(ctypes.Structure):
     ]
 
 
+class ContextParams(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int32) for name in ("n_ctx", "n_seq", "n_batch", "n_threads", "kv_dtype",
+                                                     "placement")]
+
+
+# colibri_placement: where a context's threads run
+PLACEMENTS = {"cores": 0, "distribute": 1, "isolate": 2, "none": 3}
+
+
 class Batch(ctypes.Structure):
     _fields_ = [
         ("n_tokens", ctypes.c_int32),
@@ -109,6 +118,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_model_hparams": (ctypes.POINTER(Hparams), [vp]),
         "colibri_context_create": (vp, [vp, c_i32, c_i32, c_i32, c_i32]),
         "colibri_context_create_kv": (vp, [vp, c_i32, c_i32, c_i32, c_i32, c_i32]),
+        "colibri_context_create_params": (vp, [vp, ctypes.POINTER(ContextParams)]),
+        "colibri_context_pinned": (c_i32, [vp]),
         "colibri_context_kv_type": (c_i32, [vp]),
         "colibri_context_free": (None, [vp]),
         "colibri_context_threads": (c_i32, [vp]),
@@ -125,6 +136,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_read_bandwidth": (ctypes.c_double, [c_i32, c_i64, c_i32]),
         "colibri_profile_enable": (c_int, [vp, c_int]),
         "colibri_profile_read": (c_int, [vp, c_i32, ctypes.POINTER(ctypes.c_double), c_i32]),
+        "colibri_profile_read_threads": (c_int, [vp, c_i32, ctypes.POINTER(ctypes.c_double),
+                                                 ctypes.POINTER(ctypes.c_double), c_i32]),
+        "colibri_profile_read_experts": (c_int, [vp, c_i32, ctypes.POINTER(c_i64), ctypes.POINTER(c_i64),
+                                                 ctypes.POINTER(ctypes.c_double), c_i32]),
     }
     for name, (restype, argtypes) in signatures.items():
         try:

@@ -32,10 +32,17 @@ SAMPLING = "sampling"        # the one stage measured in Python
 
 @dataclass
 class StepProfile:
-    """Seconds per decode token by stage; `layers` holds one such dict per layer on request."""
+    """Seconds per step by stage (a decode token, or a whole prefill); `layers` holds one such
+    dict per layer on request. `busy` / `wait`: per stage, each thread's seconds per step at work
+    and idle at the ends of pool runs (thread 0 is the caller). `experts`: per MoE layer, per
+    expert, its tokens, weight bytes read and thread-seconds per step (empty lists for dense
+    layers)."""
 
     seconds: dict[str, float]
     layers: list[dict[str, float]] = field(default_factory=list)
+    busy: dict[str, list[float]] = field(default_factory=dict)
+    wait: dict[str, list[float]] = field(default_factory=dict)
+    experts: list[dict[str, list[float]]] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -68,12 +75,16 @@ class BenchResult:
                                           # during each round's decode (None: not reported here)
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
     kv_type: str                  # the KV cache's element type, "f32" or "f16"
-    profile: StepProfile | None = None
+    pinned: bool = False          # the worker threads were pinned to CPUs of their own
+    placement: str = "cores"      # the threads' placement (--numa)
+    profile: StepProfile | None = None           # per decode token, the last round
+    prefill_profile: StepProfile | None = None   # per prefill of the prompt, the last round
 
     def as_json(self) -> dict:
         out = asdict(self)
-        if self.profile is None:
-            out.pop("profile")
+        for key in ("profile", "prefill_profile"):
+            if out[key] is None:
+                out.pop(key)
         return out
 
 
@@ -155,11 +166,13 @@ def _decode(model, logits: np.ndarray, first_pos: int, n: int) -> tuple[list[flo
 
 
 class _Profiler:
-    """libcolibri's stage timers on one context, over the decode steps run inside `with`."""
+    """libcolibri's stage timers on one context, over the steps run inside `with`."""
 
     def __init__(self, model, per_layer: bool):
         self.handle = model._context().handle
         self.n_layers = model.config.num_layers
+        self.n_threads = model.threads
+        self.n_experts = model.config.num_experts or 0
         self.per_layer = per_layer
         self.lib = _native.lib()
 
@@ -178,17 +191,40 @@ class _Profiler:
             raise RuntimeError(_native.last_error())
         return dict(zip(_native.PROFILE_STAGES, seconds))
 
-    def step_profile(self, n_tokens: int, wall: float, sampling: float) -> StepProfile:
-        """Per-token seconds by stage; Python's share of the wall time beyond the C
+    def read_threads(self, stage: int) -> tuple[list[float], list[float]]:
+        """Each thread's (busy, waiting) seconds in `stage`."""
+        busy, wait = (ctypes.c_double * self.n_threads)(), (ctypes.c_double * self.n_threads)()
+        if self.lib.colibri_profile_read_threads(self.handle, stage, busy, wait, self.n_threads):
+            raise RuntimeError(_native.last_error())
+        return list(busy), list(wait)
+
+    def read_experts(self, layer: int) -> dict[str, list[float]]:
+        """Per expert of `layer`: tokens, weight bytes and thread-seconds."""
+        n = self.n_experts
+        tokens, nbytes, seconds = (ctypes.c_int64 * n)(), (ctypes.c_int64 * n)(), (ctypes.c_double * n)()
+        if self.lib.colibri_profile_read_experts(self.handle, layer, tokens, nbytes, seconds, n):
+            raise RuntimeError(_native.last_error())
+        return {"tokens": list(tokens), "bytes": list(nbytes), "seconds": list(seconds)}
+
+    def step_profile(self, n_steps: int, wall: float, sampling: float) -> StepProfile:
+        """Seconds per step by stage; Python's share of the wall time beyond the C
         step and the sampling is counted as 'other', so the stages sum to the wall time."""
         core = self.read(-1)
-        seconds = {stage: s / n_tokens for stage, s in core.items()}
-        seconds[SAMPLING] = sampling / n_tokens
-        seconds["other"] += max(0.0, wall - sum(core.values()) - sampling) / n_tokens
+        seconds = {stage: s / n_steps for stage, s in core.items()}
+        seconds[SAMPLING] = sampling / n_steps
+        seconds["other"] += max(0.0, wall - sum(core.values()) - sampling) / n_steps
         layers = []
         if self.per_layer:
-            layers = [{stage: s / n_tokens for stage, s in self.read(l).items()} for l in range(self.n_layers)]
-        return StepProfile(seconds, layers)
+            layers = [{stage: s / n_steps for stage, s in self.read(l).items()} for l in range(self.n_layers)]
+        busy, wait = {}, {}
+        for index, stage in enumerate(_native.PROFILE_STAGES):
+            b, w = self.read_threads(index)
+            busy[stage], wait[stage] = [x / n_steps for x in b], [x / n_steps for x in w]
+        experts = []
+        for layer in range(self.n_layers if self.n_experts else 0):
+            e = self.read_experts(layer)
+            experts.append({key: [x / n_steps for x in values] for key, values in e.items()})
+        return StepProfile(seconds, layers, busy, wait, experts)
 
 
 # ---- the benchmark -------------------------------------------------------------
@@ -207,7 +243,7 @@ def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> 
 
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
-        profile_layers: bool = False, seed: int = 0, kv_type: str = "f32") -> BenchResult:
+        profile_layers: bool = False, seed: int = 0, kv_type: str = "f32", numa: str | None = None) -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 
     bandwidth_gb_s: the read bandwidth to compare against (None: probe it after
@@ -225,7 +261,8 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         raise ValueError(f"--bandwidth must be a positive number of GB/s, got {bandwidth_gb_s}")
     n_ctx = prompt_tokens + gen_tokens
     start = time.perf_counter()
-    model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512), kv_type=kv_type)
+    model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512), kv_type=kv_type,
+                         numa=numa)
     load_s = time.perf_counter() - start
     with model:
         c = model.config
@@ -235,12 +272,19 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         prompt = np.random.default_rng(seed).integers(0, c.vocab_size, size=prompt_tokens)  # [P]
         prefill_rates, decode_rates, latencies, bandwidths, steals = [], [], [], [], []
         step_profile, peak = None, 0
+        prefill_profile = None
         for round_index in range(repeat):
+            last = round_index == repeat - 1
             start = time.perf_counter()
-            logits = _prefill(model, prompt)
+            if profile and last:
+                with _Profiler(model, profile_layers) as profiler:
+                    logits = _prefill(model, prompt)
+                    prefill_profile = profiler.step_profile(1, time.perf_counter() - start, 0.0)
+            else:
+                logits = _prefill(model, prompt)
             prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
             steal_before = cpu_steal_seconds()
-            if profile and round_index == repeat - 1:
+            if profile and last:
                 with _Profiler(model, profile_layers) as profiler:
                     steps, sampling = _decode(model, logits, prompt_tokens, gen_tokens)
                     step_profile = profiler.step_profile(gen_tokens, sum(steps), sampling)
@@ -254,6 +298,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             bandwidths.append(bandwidth_gb_s or measure_read_bandwidth(model.threads))
         summary = summarize(model)
         threads_used, huge_pages, kv_used = model.threads, model.huge_pages, model.kv_type
+        pinned, placement = model._context().pinned, model._context().placement
     decode = statistics.median(decode_rates)
     kv_bytes = kv_read_bytes(c, kv_used, prompt_tokens, gen_tokens)
     roofline = paired_roofline(summary.bytes_per_token, decode_rates, bandwidths)
@@ -268,7 +313,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         roofline_kv_fraction=roofline * (summary.bytes_per_token + kv_bytes) / summary.bytes_per_token,
         decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths,
         steal_rounds_s=None if None in steals else steals, huge_pages=huge_pages, kv_type=kv_used,
-        profile=step_profile)
+        pinned=pinned, placement=placement, profile=step_profile, prefill_profile=prefill_profile)
 
 
 # ---- report ------------------------------------------------------------------------
@@ -278,7 +323,8 @@ def report_lines(r: BenchResult) -> list[str]:
 
     rows = [
         ("model", f"{r.model} ({r.architecture})"),
-        ("kernels", f"{r.isa}, {r.threads} thread{'s' if r.threads != 1 else ''}"),
+        ("kernels", f"{r.isa}, {r.threads} thread{'s' if r.threads != 1 else ''}"
+                    f"{', pinned' if r.pinned else ''}{'' if r.placement == 'cores' else ', ' + r.placement}"),
         ("load", f"{r.load_s:.3f} s"),
         ("prefill", f"{r.prefill_tok_s:.1f} tok/s ({r.prompt_tokens} tokens, median of {r.repeat})"),
         ("decode", f"{r.decode_tok_s:.2f} tok/s ({r.gen_tokens} tokens, median of {r.repeat})"),
@@ -298,20 +344,61 @@ def report_lines(r: BenchResult) -> list[str]:
     lines = [f"{key:<{width}}  {value}" for key, value in rows]
     if r.profile is not None:
         lines += [""] + profile_lines(r.profile)
+    if r.prefill_profile is not None:
+        lines += [""] + profile_lines(r.prefill_profile, f"prefill profile ({r.prompt_tokens} tokens)", "step")
     return lines
 
 
-def profile_lines(p: StepProfile) -> list[str]:
-    """Per-stage time and share of a decode step; per layer when recorded."""
+def profile_lines(p: StepProfile, title: str = "decode step profile", unit: str = "token") -> list[str]:
+    """Per-stage time and share of a step; each thread's busy and waiting time per stage; the
+    routed experts' bytes and time; per layer when recorded."""
     stages = list(p.seconds)
     total = p.total
-    lines = [f"decode step profile ({1e3 * total:.3f} ms per token)",
-             f"  {'stage':<12} {'ms/token':>10} {'share':>7}"]
+    lines = [f"{title} ({1e3 * total:.3f} ms per {unit})",
+             f"  {'stage':<12} {'ms/' + unit:>10} {'share':>7}"]
     for stage in stages:
         lines.append(f"  {stage:<12} {1e3 * p.seconds[stage]:>10.3f} {100 * p.seconds[stage] / total:>6.1f}%")
+    if p.busy:
+        lines += [""] + thread_lines(p, unit)
+    if any(layer["seconds"] for layer in p.experts):
+        lines += [""] + expert_lines(p, unit)
     if p.layers:
         core = [stage for stage in p.layers[0] if stage != "lm_head"]   # lm_head runs after the layers
-        lines += ["", "per layer (ms/token)", f"  {'layer':<6}" + "".join(f"{s:>12}" for s in core)]
+        lines += ["", f"per layer (ms/{unit})", f"  {'layer':<6}" + "".join(f"{s:>12}" for s in core)]
         for l, seconds in enumerate(p.layers):
             lines.append(f"  {l:<6}" + "".join(f"{1e3 * seconds[s]:>12.3f}" for s in core))
+    return lines
+
+
+def thread_lines(p: StepProfile, unit: str) -> list[str]:
+    """Per stage: the threads' mean busy and waiting time and how far the busiest is from the mean
+    ("spread"); then each thread's waiting time per stage (thread 0 is the caller, which also runs
+    the serial parts between pool runs, while the others wait)."""
+    stages = [s for s in p.busy if max(p.busy[s] + p.wait[s]) > 0]
+    lines = [f"threads (ms/{unit}): mean busy, mean waiting, busiest thread vs the mean",
+             f"  {'stage':<12} {'busy':>9} {'waiting':>9} {'spread':>8}"]
+    for stage in stages:
+        busy, wait = p.busy[stage], p.wait[stage]
+        mean = sum(busy) / len(busy)
+        spread = f"{100 * (max(busy) / mean - 1):+.0f}%" if mean > 0 else "-"
+        lines.append(f"  {stage:<12} {1e3 * mean:>9.3f} {1e3 * sum(wait) / len(wait):>9.3f} {spread:>8}")
+    lines += ["", f"waiting per thread (ms/{unit})", "  " + f"{'thread':<7}" + "".join(f"{s:>12}" for s in stages)]
+    for i in range(len(p.busy[stages[0]]) if stages else 0):
+        lines.append(f"  {i:<7}" + "".join(f"{1e3 * p.wait[s][i]:>12.3f}" for s in stages))
+    return lines
+
+
+def expert_lines(p: StepProfile, unit: str) -> list[str]:
+    """The routed experts' work per step: per MoE layer, the experts run, their tokens, weight bytes,
+    thread time and GB/s per thread-second (min / median / max over the layer's experts)."""
+    lines = [f"routed experts per {unit} (per layer: experts run, tokens, MiB read, thread-ms, "
+             "GB/s per thread-second min / median / max)"]
+    for l, e in enumerate(p.experts):
+        ran = [i for i, s in enumerate(e["seconds"]) if s > 0]
+        if not ran:
+            continue
+        rates = sorted(e["bytes"][i] / e["seconds"][i] / 1e9 for i in ran)
+        lines.append(f"  layer {l:<3} {len(ran):>4} experts {sum(e['tokens']):>8.1f} tok "
+                     f"{sum(e['bytes']) / (1 << 20):>9.2f} MiB {1e3 * sum(e['seconds']):>9.3f} ms  "
+                     f"{rates[0]:.1f} / {statistics.median(rates):.1f} / {rates[-1]:.1f} GB/s")
     return lines

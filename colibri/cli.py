@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import ModelError
-from .loader import KV_TYPES
+from .loader import KV_TYPES, NUMA_MODES
 from .models.spec import ROUTER_TOPK_SOFTMAX
 from .quant_recipes import TARGETS as QUANT_TARGETS
 
@@ -48,7 +48,8 @@ def cmd_run(args) -> int:
     import colibri
 
     path = Path(args.model) if args.model else _demo_model_path()
-    with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size, kv_type=args.kv_type) as model:
+    with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size, kv_type=args.kv_type,
+                      numa=args.numa) as model:
         if args.prompt is not None:
             for piece in model.generate(args.prompt, max_tokens=args.n_predict, stream=True,
                                         **_sampling_kwargs(args)):
@@ -239,7 +240,7 @@ def cmd_bench(args) -> int:
 
     result = run(args.model, threads=args.threads, prompt_tokens=args.prompt, gen_tokens=args.gen,
                  repeat=args.repeat, bandwidth_gb_s=args.bandwidth, profile=args.profile or args.profile_layers,
-                 profile_layers=args.profile_layers, kv_type=args.kv_type)
+                 profile_layers=args.profile_layers, kv_type=args.kv_type, numa=args.numa)
     print("\n".join(report_lines(result)))
     if args.json:
         print(json.dumps(result.as_json()))
@@ -257,7 +258,7 @@ def cmd_serve(args) -> int:
     path = Path(args.model) if args.model else _demo_model_path()
     name = args.model_name or ("colibri-demo" if not args.model else (path.stem if path.is_file() else path.name))
     config = ServerConfig(model=path, model_name=name, parallel=args.parallel, n_ctx=args.ctx_size,
-                          threads=args.threads, kv_type=args.kv_type,
+                          threads=args.threads, kv_type=args.kv_type, numa=args.numa,
                           api_key=args.api_key or os.environ.get("COLIBRI_API_KEY") or None,
                           max_queue=args.max_queue, timeout=args.timeout, max_tokens=args.max_tokens,
                           max_body=args.max_body, batch=args.batch, prefill_chunk=args.prefill_chunk)
@@ -285,6 +286,7 @@ def _serve_parser(sub) -> None:
                        help="positions per slot (default: the model's, at most 4096)")
     serve.add_argument("-t", "--threads", type=_positive_int, default=None)
     serve.add_argument("--kv-type", choices=KV_TYPES, default="f32", help="KV cache element type")
+    _numa_flag(serve)
     serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY (or set COLIBRI_API_KEY)")
     serve.add_argument("--max-queue", type=_positive_int, default=64, help="sequences waiting for a slot (then 429)")
     serve.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per request, queueing included")
@@ -309,6 +311,13 @@ def _sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--seed", type=int, default=None)
 
 
+def _numa_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--numa", choices=NUMA_MODES, default=None,
+                   help="thread placement on multi-socket hosts: distribute (cores of every NUMA node in turn) "
+                        "or isolate (the current node only); none: leave threads unpinned "
+                        "(default: one thread per physical core, pinned)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="colibri", description="Mixture-of-Experts inference on CPUs")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -322,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-c", "--ctx-size", type=_positive_int, default=None)
     run.add_argument("--kv-type", choices=KV_TYPES, default="f32",
                      help="KV cache element type (f16: half the memory, keys and values rounded)")
+    _numa_flag(run)
     run.add_argument("--system", help="system message for interactive chat")
     _sampling_flags(run)
     run.set_defaults(func=cmd_run)
@@ -366,7 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--bandwidth", type=float, default=None, metavar="GB_S",
                        help="read bandwidth for the roofline (default: measured here)")
     bench.add_argument("--kv-type", choices=KV_TYPES, default="f32", help="KV cache element type")
-    bench.add_argument("--profile", action="store_true", help="time of a decode step by stage")
+    _numa_flag(bench)
+    bench.add_argument("--profile", action="store_true",
+                       help="where the time goes: per stage (and per thread: busy, waiting), per expert")
     bench.add_argument("--profile-layers", action="store_true", help="--profile, also per layer")
     bench.add_argument("--json", action="store_true", help="also print one JSON object as the last line")
     bench.set_defaults(func=cmd_bench)

@@ -105,18 +105,22 @@ def _opener(path: str | os.PathLike):
 
 
 KV_TYPES = ("f32", "f16")
+NUMA_MODES = ("distribute", "isolate", "none")
 
 
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
-         n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32"):
+         n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32", numa: str | None = None):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
-    threads: worker threads for the forward pass (None: one per CPU).
+    threads: worker threads for the forward pass (None: one per physical core).
     n_ctx: context length of the KV cache (default min(config's max positions, 4096)).
     n_seq: sequences that can be cached at once (for batched use of ``Model.forward``).
     n_batch: most tokens one forward step takes (longer prompts are split).
     kv_type: the KV cache's element type: "f32" (exact, the default) or "f16" (half the memory
         and the attention reads; keys and values rounded to f16, as llama.cpp's default cache).
+    numa: None (one thread per physical core, node after node), "distribute" (cores of every NUMA
+        node in turn, scratch interleaved over them), "isolate" (only the calling thread's node), or
+        "none" (threads left unpinned); results are bitwise the same for every choice.
     """
     from .model import Model
 
@@ -126,6 +130,8 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if kv_type not in KV_TYPES:
         raise ValueError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+    if numa is not None and numa not in NUMA_MODES:
+        raise ValueError(f"numa must be one of {', '.join(NUMA_MODES)} or None, got {numa!r}")
     path, open_source = _opener(path)
     files, config, weights, tokenizer, generation_config = open_source(path)
     native = None
@@ -139,7 +145,8 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
         context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
         return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
-                     n_batch=n_batch, kv_type=kv_type, generation_config=generation_config)
+                     n_batch=n_batch, kv_type=kv_type, generation_config=generation_config,
+                     placement=numa or "cores")
     except BaseException:
         if native is not None:
             native.close()

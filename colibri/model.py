@@ -27,7 +27,7 @@ class Model:
 
     def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
                  threads: int, n_ctx: int, n_seq: int, n_batch: int, kv_type: str,
-                 generation_config: dict | None):
+                 generation_config: dict | None, placement: str = "cores"):
         self.path = directory
         self.config = config
         self.tokenizer = tokenizer
@@ -42,7 +42,7 @@ class Model:
         self._moe_layers = [l for l, moe in enumerate(hp["layer_is_moe"]) if moe]
         self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
         self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads,
-                                  kv_type=kv_type)
+                                  kv_type=kv_type, placement=placement)
         # token ids whose K/V sequence 0 holds after the last generation, so a
         # follow-up prompt (the next chat turn) reuses the common prefix
         self._seq0_tokens: list[int] = []

@@ -140,6 +140,36 @@ def test_profile_per_layer_adds_up_to_the_step(tiny_path):
         assert sum(layer[stage] for layer in profile["layers"]) == pytest.approx(profile["seconds"][stage])
 
 
+def test_profile_threads_and_experts(tiny_path):
+    """Each thread's busy + waiting time is its stage's wall time; every decode step runs top-k
+    (token, expert) pairs per MoE layer, with the routed experts' weight bytes; the prefill is
+    profiled too."""
+    import colibri
+
+    proc = _bench(tiny_path, *SMALL_RUN, "-t", "2", "--profile", "--bandwidth", "10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "waiting per thread" in proc.stdout and "routed experts per token" in proc.stdout
+    assert "prefill profile (16 tokens)" in proc.stdout
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    with colibri.load(tiny_path) as m:
+        c = m.config
+    for key, steps in (("profile", 8), ("prefill_profile", 1)):
+        p = result[key]
+        for stage in ("attention", "router", "dispatch", "experts", "aggregation", "lm_head"):   # C stages only
+            assert len(p["busy"][stage]) == len(p["wait"][stage]) == 2
+            for busy, wait in zip(p["busy"][stage], p["wait"][stage]):
+                assert busy >= 0 and wait >= 0
+                assert busy + wait == pytest.approx(p["seconds"][stage], rel=1e-6, abs=1e-9)
+        assert len(p["experts"]) == c.num_layers
+        tokens_per_step = 1 if key == "profile" else 16
+        for index, layer in enumerate(p["experts"]):
+            assert len(layer["tokens"]) == c.num_experts
+            routed = c.top_k * tokens_per_step if index in c.moe_layers else 0
+            assert sum(layer["tokens"]) == pytest.approx(routed)
+            assert all((t > 0) == (b > 0) for t, b in zip(layer["tokens"], layer["bytes"]))
+            assert all(s >= 0 for s in layer["seconds"]) and (sum(layer["seconds"]) > 0) == (routed > 0)
+
+
 def test_profile_read_refuses_a_context_not_profiled(tiny_path):
     import ctypes
 

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CROSS_CC = shutil.which("s390x-linux-gnu-gcc")
 QEMU = shutil.which("qemu-s390x") or shutil.which("qemu-s390x-static")
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
-CORE = ("error", "model", "context", "threadpool", "matmul", "attention", "attention_latent", "moe", "router",
-        "forward", "profile", "native_file", "json_check", "quantize")
+CORE = ("error", "model", "context", "threadpool", "topology", "matmul", "attention", "attention_latent", "moe",
+        "router", "forward", "profile", "native_file", "json_check", "quantize")
 KERNELS = tuple(sorted(p.stem for p in (ROOT / "csrc" / "kernels").glob("*.c") if not p.stem.startswith("cpu_")))   # portable: no ISA folder
 PROGRAM = ROOT / "tests" / "c" / "native_logits.c"
 FLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc" / "include")]

@@ -1,6 +1,6 @@
 """The C core on its own: build libcolibri with plain CMake (normal and with
 ASan+UBSan), then run the C example (no Python involved) and the C test
-programs (test_core, test_quant, test_isa) in both builds.
+programs (test_core, test_quant, test_isa, test_topology) in both builds.
 
 LeakSanitizer: enabled (detect_leaks=1) when a probe shows it works here
 (it needs ptrace, which some containers forbid); otherwise detect_leaks=0 and
@@ -94,6 +94,17 @@ def test_c_isa_tests_pass(builds, variant):
     summary = output.strip().splitlines()[-1]
     passed, failed = int(summary.split()[0]), int(summary.split()[2])
     assert failed == 0 and passed > 0, output
+
+
+@pytest.mark.parametrize("variant", ["normal", "sanitize"])
+def test_c_topology_tests_pass(builds, variant):
+    """CPU topology from fake sysfs trees (two sockets with SMT, AMD numbering, hidden and
+    malformed files, affinity masks) and the thread placement plans over them."""
+    build_dir, env = builds[variant]
+    output = _run(build_dir / "test_topology", env)
+    summary = output.strip().splitlines()[-1]
+    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    assert failed == 0 and passed > 20, output
 
 
 def test_c_demo_same_in_both_builds(builds):

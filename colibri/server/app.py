@@ -45,6 +45,7 @@ class ServerConfig:
     n_ctx: int | None = None      # positions per slot (None: the model's, at most 4096)
     threads: int | None = None
     kv_type: str = "f32"
+    numa: str | None = None       # thread placement (colibri.load's numa)
     api_key: str | None = None
     max_queue: int = 64           # sequences waiting for a slot; beyond: 429
     timeout: float = 600.0        # seconds per request, queueing included
@@ -73,7 +74,7 @@ class ServerState:
         c = self.config
         try:
             model = colibri.load(c.model, threads=c.threads, n_ctx=c.n_ctx, n_seq=c.parallel,
-                                 n_batch=max(c.batch, c.parallel + 1), kv_type=c.kv_type)
+                                 n_batch=max(c.batch, c.parallel + 1), kv_type=c.kv_type, numa=c.numa)
             try:
                 engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk, observer=self.metrics)
             except BaseException:

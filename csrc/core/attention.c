@@ -39,29 +39,83 @@ static void colibri_kv_store(const colibri_context *ctx, void *cache, int32_t se
     }
 }
 
-/* y: [T, n] += bias (any dtype, [1, n]). */
-static void colibri_bias_add(colibri_context *ctx, const colibri_tensor *bias, float *y, int32_t T) {
-    const float *b = colibri_vec_load(ctx, bias);   /* b: [n] */
-    int64_t n = bias->cols;
-    for (int32_t t = 0; t < T; t++) {
-        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+/* ---- after the projections: bias, q/k norm, clip, RoPE, cache, token by token */
+
+typedef struct colibri_qkv_task {
+    colibri_context *ctx;
+    const colibri_batch *batch;
+    int32_t layer;
+    const float *bias[3];   /* bias[i]: [Q], [K], [K] of q, k, v (f32), or NULL */
+    const float *norm[2];   /* norm[i]: [head_dim] or the whole row, of q, k, or NULL */
+} colibri_qkv_task;
+
+/* y: [n] clamped to [-c, c]. */
+static void colibri_clip_apply(float *y, int64_t n, float c) {
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] < -c ? -c : (y[i] > c ? c : y[i]);
+}
+
+/* Tokens [lo, hi) of the batch: + bias, q/k RMSNorm (over each head or the
+ * whole row), clip (after the norm, as HF OLMoE does, the only model with
+ * both), RoPE, then K and V into the cache. Each token's rows depend on that
+ * token only. */
+static void colibri_qkv_finish_range(void *arg, int64_t lo, int64_t hi) {
+    const colibri_qkv_task *task = (const colibri_qkv_task *)arg;
+    colibri_context *ctx = task->ctx;
+    const colibri_hparams *hp = &ctx->model->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t hd = hp->head_dim;
+    int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;
+    int64_t span[2] = {hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : Q, hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : K};
+    void (*rope)(float *, const float *, int32_t) =
+        hp->rope_interleaved ? colibri_rope_apply_interleaved : colibri_rope_apply;
+    for (int64_t t = lo; t < hi; t++) {
+        float *rows[3] = {s->q + t * Q, s->k + t * K, s->v + t * K};   /* rows[i]: [Q], [K], [K] */
+        int64_t width[3] = {Q, K, K};
+        for (int i = 0; i < 3; i++) {
+            if (task->bias[i]) {
+                for (int64_t j = 0; j < width[i]; j++) rows[i][j] += task->bias[i][j];
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            if (!task->norm[i]) continue;
+            for (int64_t j = 0; j < width[i]; j += span[i]) {
+                colibri_rmsnorm_apply(rows[i] + j, task->norm[i], span[i], hp->norm_eps, rows[i] + j);
+            }
+        }
+        if (hp->qkv_clip > 0.0f) {
+            for (int i = 0; i < 3; i++) colibri_clip_apply(rows[i], width[i], hp->qkv_clip);
+        }
+        const float *cs = s->rope_cs + t * hd;   /* cs: [hd] */
+        for (int32_t h = 0; h < hp->n_head; h++) rope(rows[0] + (int64_t)h * hd, cs, hd);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) rope(rows[1] + (int64_t)h * hd, cs, hd);
+        /* every token's K/V is cached before any attention runs (prefill) */
+        colibri_kv_store(ctx, ctx->k_cache, task->batch->seq[t], task->layer, task->batch->pos[t], rows[1]);
+        colibri_kv_store(ctx, ctx->v_cache, task->batch->seq[t], task->layer, task->batch->pos[t], rows[2]);
     }
 }
 
-/* y: [T, n] clamped to [-c, c]. */
-static void colibri_clip_apply(float *y, int64_t count, float c) {
-    for (int64_t i = 0; i < count; i++) y[i] = y[i] < -c ? -c : (y[i] > c ? c : y[i]);
+/* The layer's bias and q/k norm vectors as f32 in s.attn_vecs (NULL: absent). */
+static void colibri_qkv_vectors(colibri_context *ctx, const colibri_layer *L, colibri_qkv_task *task) {
+    const colibri_hparams *hp = &ctx->model->hp;
+    int32_t kinds[5] = {COLIBRI_T_BQ, COLIBRI_T_BK, COLIBRI_T_BV, COLIBRI_T_Q_NORM, COLIBRI_T_K_NORM};
+    int present[5] = {hp->attn_bias, hp->attn_bias, hp->attn_bias, hp->qk_norm != COLIBRI_QK_NORM_NONE,
+                      hp->qk_norm != COLIBRI_QK_NORM_NONE};
+    const float **dst[5] = {&task->bias[0], &task->bias[1], &task->bias[2], &task->norm[0], &task->norm[1]};
+    int64_t stride = ctx->s.attn_vec_stride;
+    for (int i = 0; i < 5; i++) {
+        float *v = ctx->s.attn_vecs + i * stride;   /* v: [cols] */
+        *dst[i] = NULL;
+        if (!present[i]) continue;
+        colibri_row_to_f32(L->t[kinds[i]].data, L->t[kinds[i]].dtype, 0, L->t[kinds[i]].cols, v);
+        *dst[i] = v;
+    }
 }
 
-/* y: [T, n_heads*head_dim] RMSNorm'd in place, over each head (weight
- * [head_dim]) or over the whole row (weight [n_heads*head_dim]). */
-static void colibri_qk_norm_apply(colibri_context *ctx, const colibri_tensor *norm, float *y,
-                                  int32_t T, int32_t n_heads) {
-    const colibri_hparams *hp = &ctx->model->hp;
-    const float *w = colibri_vec_load(ctx, norm);   /* w: [head_dim] or [n_heads*head_dim] */
-    int64_t row = (int64_t)n_heads * hp->head_dim;
-    int64_t span = hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hp->head_dim : row;
-    for (int64_t i = 0; i < T * row; i += span) colibri_rmsnorm_apply(y + i, w, span, hp->norm_eps, y + i);
+/* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
+static void colibri_attention_residual_range(void *arg, int64_t lo, int64_t hi) {
+    colibri_context *ctx = (colibri_context *)arg;
+    int64_t D = ctx->model->hp.n_embd;
+    for (int64_t i = lo * D; i < hi * D; i++) ctx->s.x[i] += ctx->s.o[i];
 }
 
 /* ---- causal GQA attention, one (query tile, head) per work item ----------- */
@@ -162,31 +216,9 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
         {.w = &L->t[COLIBRI_T_WV], .x = s->h, .x_stride = D, .y = s->v, .y_stride = K, .n = T},   /* v: [T, K] */
     };
     colibri_matmul_run(ctx, qkv, 3);
-    if (hp->attn_bias) {
-        colibri_bias_add(ctx, &L->t[COLIBRI_T_BQ], s->q, T);
-        colibri_bias_add(ctx, &L->t[COLIBRI_T_BK], s->k, T);
-        colibri_bias_add(ctx, &L->t[COLIBRI_T_BV], s->v, T);
-    }
-    if (hp->qk_norm != COLIBRI_QK_NORM_NONE) {
-        colibri_qk_norm_apply(ctx, &L->t[COLIBRI_T_Q_NORM], s->q, T, hp->n_head);
-        colibri_qk_norm_apply(ctx, &L->t[COLIBRI_T_K_NORM], s->k, T, hp->n_head_kv);
-    }
-    /* clip after the q/k norm, as HF OLMoE does (the only model with both) */
-    if (hp->qkv_clip > 0.0f) {
-        colibri_clip_apply(s->q, T * Q, hp->qkv_clip);
-        colibri_clip_apply(s->k, T * K, hp->qkv_clip);
-        colibri_clip_apply(s->v, T * K, hp->qkv_clip);
-    }
-    void (*rope)(float *, const float *, int32_t) =
-        hp->rope_interleaved ? colibri_rope_apply_interleaved : colibri_rope_apply;
-    for (int32_t t = 0; t < T; t++) {
-        const float *cs = s->rope_cs + (int64_t)t * hd;   /* cs: [hd] */
-        for (int32_t h = 0; h < hp->n_head; h++) rope(s->q + t * Q + (int64_t)h * hd, cs, hd);
-        for (int32_t h = 0; h < hp->n_head_kv; h++) rope(s->k + t * K + (int64_t)h * hd, cs, hd);
-        /* every token's K/V is cached before any attention runs (prefill) */
-        colibri_kv_store(ctx, ctx->k_cache, batch->seq[t], layer, batch->pos[t], s->k + t * K);
-        colibri_kv_store(ctx, ctx->v_cache, batch->seq[t], layer, batch->pos[t], s->v + t * K);
-    }
+    colibri_qkv_task finish = {ctx, batch, layer, {NULL, NULL, NULL}, {NULL, NULL}};
+    colibri_qkv_vectors(ctx, L, &finish);
+    colibri_parallel_for(ctx, T, 4 * (Q + 2 * K), colibri_qkv_finish_range, &finish);
 
     colibri_attention_task task = {ctx, batch, layer, m->layer_window[layer],
                                    hp->attn_scale > 0.0f ? hp->attn_scale : (float)(1.0 / sqrt((double)hd)),
@@ -196,5 +228,5 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
     colibri_matmul_job wo = {.w = &L->t[COLIBRI_T_WO], .x = s->attn, .x_stride = Q, .y = s->o,   /* o: [T, D] */
                              .y_stride = D, .n = T, .bias = {hp->attn_out_bias ? &L->t[COLIBRI_T_BO] : NULL, 0}};
     colibri_matmul_run(ctx, &wo, 1);
-    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
+    colibri_parallel_for(ctx, T, D, colibri_attention_residual_range, ctx);
 }

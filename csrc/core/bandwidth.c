@@ -2,8 +2,9 @@
  * bandwidth.c — colibri_read_bandwidth: this machine's read bandwidth, the
  * denominator of `colibri bench`'s roofline.
  *
- * The pool's threads stream their shares of one buffer (anonymous, huge pages
- * asked for, touched before timing) two ways, and the faster counts: as
+ * The pool's threads (placed as a context's are by default) stream their
+ * shares of one buffer (anonymous, huge pages asked for, each share written
+ * by its reader before timing) two ways, and the faster counts: as
  * 64-bit words folded into 8 independent XOR chains (one load per word, no
  * arithmetic that could bound it), and through the active ISA's BF16
  * dot_rows kernel, whose software prefetch sweeps 8 KiB ahead (isa.h).
@@ -12,12 +13,11 @@
  * one core alone reaches DRAM's full rate only with the prefetch.
  */
 #define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
-#define _POSIX_C_SOURCE 199309L   /* clock_gettime */
 #include <sys/mman.h>
-#include <time.h>
 
 #include "internal.h"
 #include "threadpool.h"
+#include "topology.h"
 #include "../kernels/isa.h"
 
 #define COLIBRI_PROBE_LINE 8      /* 64-bit words per 64-byte line: the XOR chains */
@@ -58,10 +58,14 @@ static void colibri_probe_kernel_run(void *arg, int32_t ti, int32_t nt) {
     }
 }
 
-static double colibri_probe_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* Thread ti writes its share (bf16 1.0s), so each page is first touched on
+ * the NUMA node of the thread that reads it. */
+static void colibri_probe_fill_run(void *arg, int32_t ti, int32_t nt) {
+    const colibri_probe_task *task = (const colibri_probe_task *)arg;
+    uint64_t *buffer = (uint64_t *)task->buffer;
+    int64_t lo, hi;
+    colibri_range_split(task->lines, ti, nt, &lo, &hi);
+    for (int64_t i = lo * COLIBRI_PROBE_LINE; i < hi * COLIBRI_PROBE_LINE; i++) buffer[i] = 0x3f803f803f803f80u;
 }
 
 COLIBRI_API double colibri_read_bandwidth(int32_t n_threads, int64_t n_bytes, int32_t passes) {
@@ -86,22 +90,28 @@ COLIBRI_API double colibri_read_bandwidth(int32_t n_threads, int64_t n_bytes, in
 #ifdef MADV_HUGEPAGE
     madvise(buffer, len, MADV_HUGEPAGE);   /* best effort, as the arena */
 #endif
-    for (int64_t i = 0; i < lines * COLIBRI_PROBE_LINE; i++) buffer[i] = 0x3f803f803f803f80u;   /* bf16 1.0s */
     uint64_t sink[COLIBRI_MAX_THREADS] = {0};
     float zeros[COLIBRI_PROBE_ROW] = {0};
-    colibri_threadpool *pool = colibri_threadpool_create(n_threads);
+    colibri_thread_plan plan;   /* placed as a context's pool is by default */
+    if (colibri_placement_plan(COLIBRI_PLACE_CORES, n_threads, &plan) != COLIBRI_OK) {
+        munmap(buffer, len);
+        return -1.0;
+    }
+    colibri_threadpool *pool = colibri_threadpool_create(n_threads, plan.pin ? plan.cpus : NULL);
+    colibri_thread_plan_free(&plan);
     if (!pool) {
         munmap(buffer, len);
         return -1.0;
     }
     colibri_probe_task task = {buffer, lines, zeros, sink};
+    colibri_threadpool_run(pool, colibri_probe_fill_run, &task);
     colibri_task_fn readers[2] = {colibri_probe_words_run, colibri_probe_kernel_run};
     double best = 0.0;
     for (int32_t p = 0; p < passes; p++) {
         for (int k = 0; k < 2; k++) {
-            double start = colibri_probe_now();
+            double start = colibri_now();
             colibri_threadpool_run(pool, readers[k], &task);
-            double rate = (double)len / (colibri_probe_now() - start) / 1e9;
+            double rate = (double)len / (colibri_now() - start) / 1e9;
             best = rate > best ? rate : best;
         }
     }

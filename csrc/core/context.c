@@ -3,7 +3,7 @@
  * every sequence and all the scratch a step needs, sized from n_ctx, n_seq,
  * n_batch and the hyperparameters; the thread pool; per-sequence lengths.
  */
-#define _DEFAULT_SOURCE 1   /* sysconf(_SC_NPROCESSORS_ONLN), MAP_ANONYMOUS, madvise */
+#define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 
 #include "internal.h"
 #include "profile.h"
+#include "topology.h"
 #include "../kernels/quant.h"
 
 #define COLIBRI_ALIGN 64
@@ -116,14 +117,16 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->head_jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), H, 1, 1, 1);
     s->o = colibri_arena_take(p, f, T, D, 1, 1);
     s->wvec = colibri_arena_take(p, f, colibri_max3(colibri_max3(D, Q, K), colibri_max3(E, Rq, R), 0), 1, 1, 1);
+    s->attn_vec_stride = (int64_t)colibri_max3(Q, K, 1);
+    s->attn_vecs = colibri_arena_take(p, f, 5, colibri_max3(Q, K, 1), 1, 1);
     s->rope_cs = colibri_arena_take(p, f, T, (size_t)hp->head_dim, 1, 1);
     s->scores = colibri_arena_take(p, f, (size_t)ctx->n_threads, COLIBRI_ATTN_TILE,
                                    (size_t)colibri_score_stride(ctx->n_ctx), 1);
     s->ff_gate = colibri_arena_take(p, f, T, F, 1, 1);
     s->ff_up = colibri_arena_take(p, f, T, F, 1, 1);
     s->router_logits = colibri_arena_take(p, f, T, E, 1, 1);
-    s->router_work = colibri_arena_take(p, f, (size_t)COLIBRI_ROUTER_WORK_FLOATS(E), 1, 1, 1);
-    s->router_iwork = colibri_arena_take(p, i32, (size_t)COLIBRI_ROUTER_WORK_INTS(E), 1, 1, 1);
+    s->router_work = colibri_arena_take(p, f, T, (size_t)COLIBRI_ROUTER_WORK_FLOATS(E), 1, 1);
+    s->router_iwork = colibri_arena_take(p, i32, T, (size_t)COLIBRI_ROUTER_WORK_INTS(E), 1, 1);
     s->shared_logit = colibri_arena_take(p, f, T, 1, 1, 1);
     s->sel_expert = colibri_arena_take(p, i32, T, k, 1, 1);
     s->sel_gate = colibri_arena_take(p, f, T, k, 1, 1);
@@ -131,6 +134,7 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->expert_start = colibri_arena_take(p, i32, E + 1, 1, 1, 1);
     s->sorted_pair = colibri_arena_take(p, i32, T, k, 1, 1);
     s->pair_row = colibri_arena_take(p, i32, T, k, 1, 1);
+    s->sorted_token = colibri_arena_take(p, i32, T, k, 1, 1);
     s->xg = colibri_arena_take(p, f, T, k, D, 1);
     s->eg = colibri_arena_take(p, f, T, k, Fe, 1);
     s->eu = colibri_arena_take(p, f, T, k, Fe, 1);
@@ -143,8 +147,14 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     size_t X_head = colibri_max3((size_t)hp->head_dim_nope, R, 0);
     size_t xq_heads = colibri_size_mul3(p, colibri_xq_bytes_per_row(ctx->model, X_head), T, head_chunk);
     s->xq = colibri_arena_take(p, xq_moe > xq_heads ? xq_moe : xq_heads, 1, 1, 1, 1);
+    s->aq = colibri_arena_take(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1, 1, 1);
     s->job_xq = colibri_arena_take(p, sizeof(void *), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->xq_jobs = colibri_arena_take(p, i32, (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
+    s->job_x_bytes = colibri_arena_take(p, sizeof(int64_t), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
+    s->cuts = colibri_arena_take(p, sizeof(colibri_job_cut), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
+    s->job_seconds = colibri_arena_take(p, sizeof(double), (size_t)ctx->n_threads,
+                                        (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1);
+    s->mlp_aq = colibri_arena_take(p, sizeof(void *), E + 1, 1, 1, 1);
     s->mlps = colibri_arena_take(p, sizeof(colibri_mlp), E + 1, 1, 1, 1);
     s->jobs = colibri_arena_take(p, sizeof(colibri_matmul_job), 2 * (E + 1), 1, 1, 1);
     s->wanted = colibri_arena_take(p, i32, T, 1, 1, 1);
@@ -161,6 +171,42 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
 COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, int32_t n_ctx,
                                                        int32_t n_seq, int32_t n_batch,
                                                        int32_t n_threads, int32_t kv_dtype) {
+    colibri_context_params params = {n_ctx, n_seq, n_batch, n_threads, kv_dtype, COLIBRI_PLACE_CORES};
+    return colibri_context_create_params(m, &params);
+}
+
+/* On a machine of several NUMA nodes, where the arena's pages go when first
+ * touched: ISOLATE binds all of it to the pool's node; otherwise each KV
+ * head's rows (one contiguous span per sequence, layer and head) go to the
+ * node of the thread that attends to that head in a decode step (the
+ * attention task deals query group g to thread g % n_threads), and for
+ * DISTRIBUTE the rest is interleaved over the nodes. A latent cache (one row
+ * per position that every head reads) follows the rest. One node: nothing. */
+static void colibri_context_place_memory(colibri_context *ctx, int32_t placement, const colibri_thread_plan *plan) {
+    if (plan->n_nodes < 2 || placement == COLIBRI_PLACE_NONE) return;
+    if (placement == COLIBRI_PLACE_ISOLATE) {
+        colibri_numa_bind(ctx->arena, ctx->arena_bytes, &plan->nodes[0], 1);
+        return;
+    }
+    if (placement == COLIBRI_PLACE_DISTRIBUTE) colibri_numa_bind(ctx->arena, ctx->arena_bytes, plan->nodes, plan->n_threads);
+    const colibri_hparams *hp = &ctx->model->hp;
+    if (hp->kv_lora_rank > 0) return;
+    int64_t span = (int64_t)ctx->n_ctx * hp->head_dim * colibri_type_traits_of(ctx->kv_dtype)->block_bytes;
+    for (int64_t r = 0; r < (int64_t)ctx->n_seq * hp->n_layer * hp->n_head_kv; r++) {
+        const int32_t *node = &plan->nodes[(r % hp->n_head_kv) % plan->n_threads];
+        colibri_numa_bind((char *)ctx->k_cache + r * span, (size_t)span, node, 1);
+        colibri_numa_bind((char *)ctx->v_cache + r * span, (size_t)span, node, 1);
+    }
+}
+
+COLIBRI_API colibri_context *colibri_context_create_params(const colibri_model *m,
+                                                           const colibri_context_params *params) {
+    if (!params) {
+        colibri_error_set(COLIBRI_ERR_INVALID, "context_create: params is NULL");
+        return NULL;
+    }
+    int32_t n_ctx = params->n_ctx, n_seq = params->n_seq, n_batch = params->n_batch;
+    int32_t n_threads = params->n_threads, kv_dtype = params->kv_dtype;
     if (kv_dtype != COLIBRI_DTYPE_F32 && kv_dtype != COLIBRI_DTYPE_F16) {
         colibri_error_set(COLIBRI_ERR_INVALID, "context_create: kv_dtype must be F32 (%d) or F16 (%d), got %d",
                           COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F16, kv_dtype);
@@ -180,10 +226,6 @@ COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, i
                           n_ctx, n_seq, n_batch);
         return NULL;
     }
-    if (n_threads <= 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = online > 0 ? (int32_t)(online < COLIBRI_MAX_THREADS ? online : COLIBRI_MAX_THREADS) : 1;
-    }
     if (n_threads > COLIBRI_MAX_THREADS) {
         colibri_error_set(COLIBRI_ERR_INVALID, "context_create: n_threads must be <= %d, got %d",
                           COLIBRI_MAX_THREADS, n_threads);
@@ -195,8 +237,12 @@ COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, i
                           "pairs per step exceed %d", n_batch, m->hp.n_expert_used, INT32_MAX);
         return NULL;
     }
+    colibri_thread_plan plan;
+    if (colibri_placement_plan(params->placement, n_threads, &plan) != COLIBRI_OK) return NULL;
+    n_threads = plan.n_threads;
     colibri_context *ctx = (colibri_context *)calloc(1, sizeof *ctx);
     if (!ctx) {
+        colibri_thread_plan_free(&plan);
         colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating a context");
         return NULL;
     }
@@ -207,29 +253,35 @@ COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, i
     ctx->n_threads = n_threads;
     ctx->kv_dtype = kv_dtype;
 
-    colibri_arena_plan plan = {NULL, 0, 0};
-    colibri_context_layout(ctx, &plan);
-    if (plan.overflow) {
+    colibri_arena_plan arena = {NULL, 0, 0};
+    colibri_context_layout(ctx, &arena);
+    if (arena.overflow) {
         free(ctx);
+        colibri_thread_plan_free(&plan);
         colibri_error_set(COLIBRI_ERR_INVALID, "context_create: n_ctx=%d, n_seq=%d, n_batch=%d "
                           "need more memory than size_t can count", n_ctx, n_seq, n_batch);
         return NULL;
     }
-    size_t total = (plan.used + (COLIBRI_ALIGN - 1)) & ~(size_t)(COLIBRI_ALIGN - 1);
+    size_t total = (arena.used + (COLIBRI_ALIGN - 1)) & ~(size_t)(COLIBRI_ALIGN - 1);
     if (total > SIZE_MAX - COLIBRI_HUGE_PAGE ||
         !(ctx->arena = colibri_arena_map(total, &ctx->arena_bytes, &ctx->huge_pages))) {
         free(ctx);
+        colibri_thread_plan_free(&plan);
         colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory: context arena of %zu bytes "
                           "(n_ctx=%d, n_seq=%d, n_batch=%d)", total, n_ctx, n_seq, n_batch);
         return NULL;
     }
-    plan = (colibri_arena_plan){(char *)ctx->arena, 0, 0};
-    colibri_context_layout(ctx, &plan);
+    arena = (colibri_arena_plan){(char *)ctx->arena, 0, 0};
+    colibri_context_layout(ctx, &arena);
+    colibri_context_place_memory(ctx, params->placement, &plan);
     /* The rest of the arena is written before it is read; leaving it untouched
-     * lets the OS map the KV cache lazily (it reads as zeros until then). */
+     * lets the OS map the KV cache lazily (it reads as zeros until then), each
+     * page on the node of the thread that first writes it. */
     memset(ctx->seq_len, 0, (size_t)n_seq * sizeof(int32_t));
 
-    ctx->pool = colibri_threadpool_create(n_threads);
+    ctx->pool = colibri_threadpool_create(n_threads, plan.pin ? plan.cpus : NULL);
+    ctx->pinned = ctx->pool ? colibri_threadpool_pinned(ctx->pool) : 0;
+    colibri_thread_plan_free(&plan);
     if (!ctx->pool) {
         munmap(ctx->arena, ctx->arena_bytes);
         free(ctx);
@@ -248,6 +300,10 @@ COLIBRI_API void colibri_context_free(colibri_context *ctx) {
 
 COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx) {
     return ctx ? ctx->n_threads : -1;
+}
+
+COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx) {
+    return ctx ? ctx->pinned : -1;
 }
 
 COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx) {

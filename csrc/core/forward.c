@@ -56,14 +56,51 @@ static int colibri_batch_check(colibri_context *ctx, const colibri_batch *batch)
     return COLIBRI_OK;
 }
 
-/* h: [T, D] = rmsnorm(x) * norm, for every token. */
+typedef struct colibri_norm_task {
+    const float *w;   /* w: [D] the norm's weight */
+    const float *x;   /* x: [T, D] */
+    float *h;         /* h: [T, D] */
+    int64_t D;
+    float eps;
+} colibri_norm_task;
+
+static void colibri_norm_range(void *arg, int64_t lo, int64_t hi) {
+    const colibri_norm_task *task = (const colibri_norm_task *)arg;
+    for (int64_t t = lo; t < hi; t++) colibri_rmsnorm_apply(task->x + t * task->D, task->w, task->D, task->eps,
+                                                            task->h + t * task->D);
+}
+
+typedef struct colibri_embed_task {
+    colibri_context *ctx;
+    const colibri_batch *batch;
+} colibri_embed_task;
+
+/* h: [T, D] = rmsnorm(x) * norm, for every token (over the pool for a prefill). */
 static void colibri_norm_rows(colibri_context *ctx, const colibri_tensor *norm, const float *x,
                               float *h, int32_t T) {
     const colibri_hparams *hp = &ctx->model->hp;
-    const float *w = colibri_vec_load(ctx, norm);   /* w: [D] */
-    for (int32_t t = 0; t < T; t++) {
-        colibri_rmsnorm_apply(x + (int64_t)t * hp->n_embd, w, hp->n_embd, hp->norm_eps,
-                              h + (int64_t)t * hp->n_embd);
+    colibri_norm_task task = {colibri_vec_load(ctx, norm), x, h, hp->n_embd, hp->norm_eps};
+    colibri_parallel_for(ctx, T, 2 * hp->n_embd, colibri_norm_range, &task);
+}
+
+/* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
+static void colibri_residual_range(void *arg, int64_t lo, int64_t hi) {
+    colibri_context *ctx = (colibri_context *)arg;
+    int64_t D = ctx->model->hp.n_embd;
+    for (int64_t i = lo * D; i < hi * D; i++) ctx->s.x[i] += ctx->s.o[i];
+}
+
+/* Embedding rows and RoPE tables of batch tokens [lo, hi). */
+static void colibri_embed_range(void *arg, int64_t lo, int64_t hi) {
+    const colibri_embed_task *task = (const colibri_embed_task *)arg;
+    const colibri_model *m = task->ctx->model;
+    const colibri_hparams *hp = &m->hp;
+    const colibri_tensor *embd = &m->global[COLIBRI_T_TOKEN_EMBD];
+    for (int64_t t = lo; t < hi; t++) {   /* x: [T, D] */
+        colibri_row_to_f32(embd->data, embd->dtype, (int64_t)task->batch->token[t] * hp->n_embd, hp->n_embd,
+                           task->ctx->s.x + t * hp->n_embd);
+        colibri_rope_table(m->rope_inv_freq, hp->head_dim, task->batch->pos[t], hp->rope_attn_factor,
+                           task->ctx->s.rope_cs + t * hp->head_dim);
     }
 }
 
@@ -76,7 +113,7 @@ static void colibri_dense_block(colibri_context *ctx, int32_t layer, int32_t T) 
                        .down = &L->t[COLIBRI_T_FFN_DOWN], .x = s->h, .act_gate = s->ff_gate, .act_up = s->ff_up,
                        .y = s->o, .n = T};
     colibri_mlp_run(ctx, &mlp, 1);
-    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
+    colibri_parallel_for(ctx, T, D, colibri_residual_range, ctx);
 }
 
 /* Final norm of the wanted tokens, then logits = W_out . h into out->logits. */
@@ -115,12 +152,8 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
     int64_t D = hp->n_embd;
     memcpy(ctx->seq_len, s->seq_len_next, (size_t)ctx->n_seq * sizeof(int32_t));
 
-    const colibri_tensor *embd = &m->global[COLIBRI_T_TOKEN_EMBD];
-    for (int32_t t = 0; t < T; t++) {   /* x: [T, D] */
-        colibri_row_to_f32(embd->data, embd->dtype, (int64_t)batch->token[t] * D, D, s->x + t * D);
-        colibri_rope_table(m->rope_inv_freq, hp->head_dim, batch->pos[t], hp->rope_attn_factor,
-                           s->rope_cs + (int64_t)t * hp->head_dim);
-    }
+    colibri_embed_task embed = {ctx, batch};
+    colibri_parallel_for(ctx, T, D + 16 * hp->head_dim, colibri_embed_range, &embed);
     colibri_profile_mark(ctx, COLIBRI_STAGE_OTHER, -1);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         colibri_norm_rows(ctx, &m->layers[l].t[COLIBRI_T_ATTN_NORM], s->x, s->h, T);

@@ -91,7 +91,7 @@ typedef struct colibri_bias {
  * for t in [0, n), r in [0, w->rows). */
 typedef struct colibri_matmul_job {
     const colibri_tensor *w;
-    const float *x;      /* x: [n, w->cols], row stride x_stride */
+    const float *x;      /* x: [n, w->cols], row stride x_stride (or the rows x_rows picks) */
     int64_t x_stride;
     float *y;            /* y: [n, w->rows], row stride y_stride */
     int64_t y_stride;
@@ -103,7 +103,32 @@ typedef struct colibri_matmul_job {
     float *y_up;         /* y_up: [n, w->rows], row stride y_stride; scratch */
     colibri_bias bias;      /* added to y before the activation */
     colibri_bias bias_up;   /* added to y_up */
+    /* Gathered input: x_rows: [n] which rows of x (stride x_stride) token t
+     * is; block types quantize them straight from x, float types copy them
+     * into x_gather: [n, w->cols] scratch (unused when n == 1). */
+    const int32_t *x_rows;
+    float *x_gather;
+    /* x already quantized to the weight's activation type: [n] contiguous rows (x unused). */
+    const void *xq;
+    /* Epilogue: y's rows (after the bias and the activation) also quantized,
+     * block by block as each thread finishes them, into y_q: [n] contiguous
+     * rows of type y_q_type (a later matmul's xq). Rows are then split at
+     * multiples of its block. */
+    void *y_q;
+    int32_t y_q_type;
+    int32_t profile_id;     /* 1 + the routed expert this job is (--profile's per-expert table), 0: none */
 } colibri_matmul_job;
+
+/* One job's cut into units of work for a run (matmul.c). */
+typedef struct colibri_job_cut {
+    int64_t rg;          /* rows per row group */
+    int64_t n_rg;        /* row groups (the last may be short) */
+    int32_t n_tc;        /* token chunks (the last may be short) */
+    double group_cost;   /* cost of a full row group over all its token chunks */
+    double unit_cost;    /* cost of a full row group's full token chunk */
+    double last_cost;    /* the last row group's full token chunk */
+    double begin;        /* cost before this job in the run */
+} colibri_job_cut;
 
 /* A matmul pool run takes at most this many jobs (more are run in chunks):
  * one step's gate+up jobs of every expert and the shared expert, and >= 3 (Q, K, V). */
@@ -113,12 +138,15 @@ typedef struct colibri_matmul_job {
  * act the model's ffn_act (silu(g) * u by default); biases optional. */
 typedef struct colibri_mlp {
     const colibri_tensor *gate, *up, *down;
-    const float *x;      /* x: [n, D] contiguous */
+    const float *x;      /* x: [n, D] contiguous (or the rows x_rows picks) */
     float *act_gate;     /* act_gate: [n, F] scratch (holds the activation after) */
     float *act_up;       /* act_up: [n, F] scratch */
     float *y;            /* y: [n, D] contiguous */
     int32_t n;
     colibri_bias gate_bias, up_bias, down_bias;
+    const int32_t *x_rows;   /* optional: [n] the rows of x (stride D) to use, gathered into x_gather */
+    float *x_gather;         /* x_gather: [n, D] scratch for float weights when x_rows is set */
+    int32_t profile_id;      /* 1 + the routed expert (--profile), 0: none */
 } colibri_mlp;
 
 /* Scratch for one step of up to T = n_batch tokens (D = n_embd, Q, K as in
@@ -141,14 +169,17 @@ typedef struct colibri_scratch {
     colibri_matmul_job *head_jobs;   /* head_jobs: [H] one matmul per head (latent attention) */
     float *o;              /* o: [T, D] block output (Wo, dense MLP, shared expert) */
     float *wvec;           /* wvec: [max(D, Q, K, E)] a 1-D weight converted to f32 */
+    float *attn_vecs;      /* attn_vecs: [5, attn_vec_stride] a layer's q/k/v biases and q/k norms in f32 */
+    int64_t attn_vec_stride;   /* max(Q, K) */
     float *rope_cs;        /* rope_cs: [T, head_dim] cos | sin per token */
     float *scores;         /* scores: [n_threads, COLIBRI_ATTN_TILE, colibri_score_stride(n_ctx)]
                               attention probabilities (+ the sink) */
     float *ff_gate;        /* ff_gate: [T, F] dense / shared MLP gate activations */
     float *ff_up;          /* ff_up: [T, F] */
     float *router_logits;  /* router_logits: [T, E] */
-    float *router_work;    /* router_work: [COLIBRI_ROUTER_WORK_FLOATS(E)] one token's scores */
-    int32_t *router_iwork; /* router_iwork: [COLIBRI_ROUTER_WORK_INTS(E)] */
+    float *router_work;    /* router_work: [T, COLIBRI_ROUTER_WORK_FLOATS(E)] token scores (a row per
+                              token that may be selected at once) */
+    int32_t *router_iwork; /* router_iwork: [T, COLIBRI_ROUTER_WORK_INTS(E)] */
     float *shared_logit;   /* shared_logit: [T] shared-expert router logit */
     int32_t *sel_expert;   /* sel_expert: [T, k] top-k experts */
     float *sel_gate;       /* sel_gate: [T, k] their gates */
@@ -156,14 +187,22 @@ typedef struct colibri_scratch {
     int32_t *expert_start; /* expert_start: [E + 1] first sorted slot of each expert */
     int32_t *sorted_pair;  /* sorted_pair: [T*k] pair id t*k+slot, grouped by expert */
     int32_t *pair_row;     /* pair_row: [T*k] inverse: pair id → row in xg / yg */
-    float *xg;             /* xg: [T*k, D] h rows gathered in expert order */
+    int32_t *sorted_token; /* sorted_token: [T*k] the token of each sorted pair (its row of h) */
+    float *xg;             /* xg: [T*k, D] h rows gathered in expert order (float expert weights) */
     float *eg;             /* eg: [T*k, Fe] routed expert gate activations */
     float *eu;             /* eu: [T*k, Fe] routed expert up activations */
     float *yg;             /* yg: [T*k, D] routed expert outputs, expert order */
     void *xq;              /* xq: one matmul run's activation rows quantized per block: at
                               most T*(k+1) rows of X = max(D, Q, F, Fe) per quantized
                               activation type in use; empty when no weight is a block type */
-    const void **job_xq;   /* job_xq: [COLIBRI_MATMUL_JOBS_MAX(E)] each job's rows in xq */
+    void *aq;              /* aq: the same size again: MLP activations quantized in the gate/up
+                              run's epilogue for the down run (which fills xq meanwhile) */
+    const void **job_xq;   /* job_xq: [COLIBRI_MATMUL_JOBS_MAX(E)] the rows each job's kernel reads */
+    int64_t *job_x_bytes;  /* job_x_bytes: [COLIBRI_MATMUL_JOBS_MAX(E)] bytes between those rows */
+    colibri_job_cut *cuts; /* cuts: [COLIBRI_MATMUL_JOBS_MAX(E)] each job's units of work */
+    double *job_seconds;   /* job_seconds: [n_threads, COLIBRI_MATMUL_JOBS_MAX(E)] thread time per job
+                              (profiling only) */
+    void **mlp_aq;         /* mlp_aq: [E + 1] each MLP's activations quantized in its epilogue, or NULL */
     int32_t *xq_jobs;      /* xq_jobs: [COLIBRI_MATMUL_JOBS_MAX(E)] the jobs whose rows a run quantizes */
     colibri_mlp *mlps;     /* mlps: [E + 1] one step's MLPs (experts + shared) */
     colibri_matmul_job *jobs;  /* jobs: [2*(E + 1)] one pool run's matmuls */
@@ -176,6 +215,7 @@ struct colibri_context {
     const colibri_model *model;
     int32_t n_ctx, n_seq, n_batch, n_threads;
     colibri_threadpool *pool;
+    int32_t pinned;         /* 1 if the pool's workers are pinned to CPUs of their own */
     void *arena;            /* the one allocation holding everything below (mmap) */
     size_t arena_bytes;     /* its mapped length */
     int huge_pages;         /* 1 if the kernel accepted MADV_HUGEPAGE for it */
@@ -193,9 +233,14 @@ struct colibri_context {
 /* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */
 /* Quantizes the activations of block-type jobs into s.xq (once per distinct
  * (x, n, activation type) in the run), then runs every job in one pool run;
- * output rows are split over threads by (job, row), so each y element is
- * computed by one thread, one dot call. */
+ * the output is split over threads by (job, rows, tokens), so each y element
+ * is computed by one thread, one dot call. */
 void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs);
+/* Runs fn(arg, lo, hi) over [0, n) items: on the calling thread alone when
+ * n * item_cost (arbitrary units, ~1 per float touched) is small, else in
+ * static shares over the pool. For loops whose items are independent. */
+typedef void (*colibri_range_fn)(void *arg, int64_t lo, int64_t hi);
+void colibri_parallel_for(colibri_context *ctx, int64_t n, int64_t item_cost, colibri_range_fn fn, void *arg);
 /* Runs a set of gated MLPs with two pool runs (gate+up, then down). */
 void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_mlps);
 /* g: [n] <- act(g, u) for the model's ffn_act (SWIGLU through the ISA table). */

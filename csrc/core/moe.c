@@ -51,6 +51,46 @@ void colibri_aggregate_slots(const float *y, const int32_t *pair_row, const floa
 
 /* ---- the block ------------------------------------------------------------- */
 
+typedef struct colibri_select_task {
+    colibri_context *ctx;
+    const float *sel_bias;   /* sel_bias: [E] selection-only bias, or NULL */
+} colibri_select_task;
+
+/* ROUTER's selection for tokens [lo, hi), each range with its own scratch
+ * (the rows of token lo). */
+static void colibri_select_range(void *arg, int64_t lo, int64_t hi) {
+    const colibri_select_task *task = (const colibri_select_task *)arg;
+    colibri_context *ctx = task->ctx;
+    const colibri_hparams *hp = &ctx->model->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t E = hp->n_expert, k = hp->n_expert_used;
+    float *work = s->router_work + lo * COLIBRI_ROUTER_WORK_FLOATS(E);        /* work: this range's */
+    int32_t *iwork = s->router_iwork + lo * COLIBRI_ROUTER_WORK_INTS(E);
+    for (int64_t t = lo; t < hi; t++) {
+        colibri_router_select(&ctx->model->router, s->router_logits + t * E, task->sel_bias, work, iwork,
+                              s->sel_expert + t * k, s->sel_gate + t * k);
+    }
+}
+
+/* AGGREGATOR for tokens [lo, hi): h[t] = sum over slots of gate * y, then
+ * + g * the shared expert's o[t], then x[t] += h[t] (arg: the context). */
+static void colibri_aggregate_range(void *arg, int64_t lo, int64_t hi) {
+    colibri_context *ctx = (colibri_context *)arg;
+    const colibri_hparams *hp = &ctx->model->hp;
+    colibri_scratch *s = &ctx->s;
+    int32_t k = hp->n_expert_used;
+    int64_t D = hp->n_embd;
+    colibri_aggregate_slots(s->yg, s->pair_row + lo * k, s->sel_gate + lo * k, (int32_t)(hi - lo), k, (int32_t)D,
+                            s->h + lo * D);   /* h: [T, D] */
+    for (int64_t t = lo; t < hi; t++) {
+        if (hp->n_ff_shared > 0) {
+            float g = hp->shared_gated ? colibri_sigmoid(s->shared_logit[t]) : 1.0f;   /* 1*o is exact */
+            for (int64_t d = 0; d < D; d++) s->h[t * D + d] += g * s->o[t * D + d];
+        }
+        for (int64_t d = 0; d < D; d++) s->x[t * D + d] += s->h[t * D + d];
+    }
+}
+
 /* Writes this layer's route outputs [layer, t, :] for every token. */
 static void colibri_route_outputs_write(const colibri_context *ctx, int32_t layer, int32_t T,
                                         const colibri_outputs *out) {
@@ -88,29 +128,26 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
         const float *b = colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_BIAS]);   /* b: [E] */
         for (int64_t i = 0; i < (int64_t)T * E; i++) s->router_logits[i] += b[i % E];
     }
-    const float *sel_bias = hp->router_sel_bias ? colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_SEL_BIAS])
-                                                : NULL;   /* sel_bias: [E] */
-    for (int32_t t = 0; t < T; t++) {
-        colibri_router_select(&m->router, s->router_logits + (int64_t)t * E, sel_bias, s->router_work,
-                              s->router_iwork, s->sel_expert + (int64_t)t * k, s->sel_gate + (int64_t)t * k);
-    }
+    colibri_select_task select = {ctx, hp->router_sel_bias ? colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_SEL_BIAS])
+                                                           : NULL};   /* sel_bias: [E] */
+    colibri_parallel_for(ctx, T, (int64_t)E * (k + 4), colibri_select_range, &select);
     colibri_route_outputs_write(ctx, layer, T, out);
     colibri_profile_mark(ctx, COLIBRI_STAGE_ROUTER, layer);
 
-    /* DISPATCHER: gather h rows in expert order, one MLP per selected expert */
+    /* DISPATCHER: one MLP per selected expert over its tokens' rows of h
+     * (gathered, or quantized straight from h, by the expert matmul's inputs) */
     colibri_dispatch_build(s->sel_expert, T, k, E, s->expert_count, s->expert_start, s->sorted_pair,
                            s->pair_row);
-    for (int32_t row = 0; row < T * k; row++) {
-        memcpy(s->xg + row * D, s->h + (int64_t)(s->sorted_pair[row] / k) * D, (size_t)D * sizeof(float));
-    }
+    for (int32_t row = 0; row < T * k; row++) s->sorted_token[row] = s->sorted_pair[row] / k;
     int32_t n_mlps = 0;
     for (int32_t e = 0; e < E; e++) {
         int32_t row = s->expert_start[e], n = s->expert_count[e];
         if (n == 0) continue;
         const colibri_tensor *w = &L->experts[(int64_t)e * COLIBRI_EXPERT_KINDS];
         colibri_mlp *mlp = &s->mlps[n_mlps++];
-        *mlp = (colibri_mlp){.gate = &w[0], .up = &w[1], .down = &w[2], .x = s->xg + row * D,
-                             .act_gate = s->eg + row * Fe, .act_up = s->eu + row * Fe, .y = s->yg + row * D, .n = n};
+        *mlp = (colibri_mlp){.gate = &w[0], .up = &w[1], .down = &w[2], .x = s->h,
+                             .act_gate = s->eg + row * Fe, .act_up = s->eu + row * Fe, .y = s->yg + row * D, .n = n,
+                             .x_rows = s->sorted_token + row, .x_gather = s->xg + row * D, .profile_id = 1 + e};
         if (hp->expert_bias) {   /* row e of the stacked [E, Fe] / [E, D] biases */
             mlp->gate_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_GATE_BIAS], e * Fe};
             mlp->up_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_UP_BIAS], e * Fe};
@@ -126,14 +163,7 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
     colibri_mlp_run(ctx, s->mlps, n_mlps);
     colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERTS, layer);
 
-    /* AGGREGATOR, then + shared expert, then the residual */
-    colibri_aggregate_slots(s->yg, s->pair_row, s->sel_gate, T, k, (int32_t)D, s->h);   /* h: [T, D] */
-    if (hp->n_ff_shared > 0) {
-        for (int32_t t = 0; t < T; t++) {
-            float g = hp->shared_gated ? colibri_sigmoid(s->shared_logit[t]) : 1.0f;   /* 1*o is exact */
-            for (int64_t d = 0; d < D; d++) s->h[t * D + d] += g * s->o[t * D + d];
-        }
-    }
-    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->h[i];
+    /* AGGREGATOR, then + shared expert, then the residual: token by token */
+    colibri_parallel_for(ctx, T, D * (k + 2), colibri_aggregate_range, ctx);
     colibri_profile_mark(ctx, COLIBRI_STAGE_AGGREGATION, layer);
 }

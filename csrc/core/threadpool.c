@@ -1,21 +1,30 @@
 /*
  * threadpool.c — persistent pthread pool: n-1 workers plus the caller.
- * A run publishes (fn, arg) under a new generation number, wakes the
- * workers, runs index 0 itself and waits until every worker reports done.
+ * A run publishes (fn, arg) under a new generation number, runs index 0
+ * itself and waits until every worker has stored that generation in its own
+ * done flag (a cache line per worker: no read-modify-write that all of them
+ * would contend for).
  *
  * A decode step is dozens of short runs, so both waits spin first (about a
  * millisecond, with the CPU's pause hint) and only then sleep on a condition
  * variable: a sleeping worker costs a futex wake-up per run, tens of
- * microseconds in a VM. Generation and pending are atomics (GCC/Clang
- * __atomic builtins); every sleep re-checks its condition under the mutex
- * that the other side holds to change it, so no wake-up is lost.
+ * microseconds in a VM. A side about to sleep counts itself in `sleepers`
+ * (or sets `caller_sleeps`) and checks its condition again; the other side
+ * changes the condition and then reads that count, both sequentially
+ * consistent, so one of the two always sees the other and no wake-up is lost;
+ * a run with nobody asleep touches no mutex.
  */
+#define _GNU_SOURCE 1   /* pthread_attr_setaffinity_np, CPU_SET */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
 #define COLIBRI_SPIN_ROUNDS (1 << 14)   /* pause hints before a wait sleeps */
+#define COLIBRI_LINE 64
 
 static inline void colibri_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,24 +34,39 @@ static inline void colibri_cpu_relax(void) {
 #endif
 }
 
+double colibri_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One worker's state, alone on its cache line(s). */
 typedef struct colibri_worker {
+    _Alignas(COLIBRI_LINE) uint64_t done;   /* the last generation it finished */
+    double busy;                            /* seconds inside fn since the last take_times (timing on) */
     colibri_threadpool *pool;
     int32_t index;
 } colibri_worker;
 
 struct colibri_threadpool {
+    _Alignas(COLIBRI_LINE) uint64_t generation;   /* read by every spinning worker */
+    colibri_task_fn fn;
+    void *task_ctx;
+    int stop;
+    int timing;                  /* per-thread timing on */
+    int pinned;                  /* every worker runs on the CPU it was given */
+    _Alignas(COLIBRI_LINE) int32_t sleepers;   /* workers asleep (or about to be) on `wake` */
+    int32_t caller_sleeps;       /* the caller is asleep (or about to be) on `done` */
     int32_t n_threads;
+    double caller_wait;          /* seconds the caller waited for workers (timing on) */
     pthread_t *threads;          /* threads: [n_threads - 1] */
     colibri_worker *workers;     /* workers: [n_threads - 1] */
     pthread_mutex_t mutex;
-    pthread_cond_t wake;         /* workers wait here for a new generation */
-    pthread_cond_t done;         /* the caller waits here for pending == 0 */
-    uint64_t generation;
-    int32_t pending;             /* workers still running this generation */
-    int stop;
-    colibri_task_fn fn;
-    void *task_ctx;
+    pthread_cond_t wake;         /* workers sleep here for a new generation */
+    pthread_cond_t done_cond;    /* the caller sleeps here for the workers */
 };
+
+/* ---- waiting ------------------------------------------------------------------- */
 
 /* The first generation after `seen` (spinning, then sleeping). */
 static uint64_t colibri_wait_generation(colibri_threadpool *pool, uint64_t seen) {
@@ -52,12 +76,34 @@ static uint64_t colibri_wait_generation(colibri_threadpool *pool, uint64_t seen)
         colibri_cpu_relax();
     }
     pthread_mutex_lock(&pool->mutex);
-    while (__atomic_load_n(&pool->generation, __ATOMIC_ACQUIRE) == seen) {
+    __atomic_add_fetch(&pool->sleepers, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&pool->generation, __ATOMIC_SEQ_CST) == seen) {
         pthread_cond_wait(&pool->wake, &pool->mutex);
     }
+    __atomic_sub_fetch(&pool->sleepers, 1, __ATOMIC_SEQ_CST);
     uint64_t g = __atomic_load_n(&pool->generation, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&pool->mutex);
     return g;
+}
+
+/* Whether every worker has finished generation g. */
+static int colibri_all_done(colibri_threadpool *pool, uint64_t g, int order) {
+    for (int32_t i = 0; i + 1 < pool->n_threads; i++) {
+        if (__atomic_load_n(&pool->workers[i].done, order) != g) return 0;
+    }
+    return 1;
+}
+
+static void colibri_wait_done(colibri_threadpool *pool, uint64_t g) {
+    for (int32_t i = 0; i < COLIBRI_SPIN_ROUNDS; i++) {
+        if (colibri_all_done(pool, g, __ATOMIC_ACQUIRE)) return;
+        colibri_cpu_relax();
+    }
+    pthread_mutex_lock(&pool->mutex);
+    __atomic_store_n(&pool->caller_sleeps, 1, __ATOMIC_SEQ_CST);
+    while (!colibri_all_done(pool, g, __ATOMIC_SEQ_CST)) pthread_cond_wait(&pool->done_cond, &pool->mutex);
+    __atomic_store_n(&pool->caller_sleeps, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&pool->mutex);
 }
 
 static void *colibri_worker_main(void *arg) {
@@ -67,59 +113,99 @@ static void *colibri_worker_main(void *arg) {
     for (;;) {
         seen = colibri_wait_generation(pool, seen);   /* acquire: fn, task_ctx, stop are published */
         if (pool->stop) return NULL;
-        pool->fn(pool->task_ctx, w->index, pool->n_threads);
-        if (__atomic_sub_fetch(&pool->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (pool->timing) {
+            double start = colibri_now();
+            pool->fn(pool->task_ctx, w->index, pool->n_threads);
+            w->busy += colibri_now() - start;
+        } else {
+            pool->fn(pool->task_ctx, w->index, pool->n_threads);
+        }
+        __atomic_store_n(&w->done, seen, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&pool->caller_sleeps, __ATOMIC_SEQ_CST)) {
             pthread_mutex_lock(&pool->mutex);
-            pthread_cond_signal(&pool->done);
+            pthread_cond_signal(&pool->done_cond);
             pthread_mutex_unlock(&pool->mutex);
         }
     }
 }
 
-colibri_threadpool *colibri_threadpool_create(int32_t n_threads) {
-    colibri_threadpool *pool = (colibri_threadpool *)calloc(1, sizeof *pool);
+/* ---- life ------------------------------------------------------------------------ */
+
+/* The affinity set of one CPU. */
+static void colibri_cpu_set(cpu_set_t *set, int32_t cpu) {
+    CPU_ZERO(set);
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, set);
+}
+
+colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *cpus) {
+    colibri_threadpool *pool = NULL;
+    if (posix_memalign((void **)&pool, COLIBRI_LINE, sizeof *pool) != 0) pool = NULL;
     if (!pool) {
         colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating a thread pool");
         return NULL;
     }
-    pool->n_threads = n_threads;
+    memset(pool, 0, sizeof *pool);
+    pool->n_threads = 1;
     pthread_mutex_init(&pool->mutex, NULL);
     pthread_cond_init(&pool->wake, NULL);
-    pthread_cond_init(&pool->done, NULL);
+    pthread_cond_init(&pool->done_cond, NULL);
     int32_t n_workers = n_threads - 1;
+    pool->pinned = cpus != NULL && n_workers > 0;
     if (n_workers > 0) {
         pool->threads = (pthread_t *)calloc((size_t)n_workers, sizeof *pool->threads);
-        pool->workers = (colibri_worker *)calloc((size_t)n_workers, sizeof *pool->workers);
+        if (posix_memalign((void **)&pool->workers, COLIBRI_LINE, (size_t)n_workers * sizeof *pool->workers) != 0) {
+            pool->workers = NULL;
+        }
         if (!pool->threads || !pool->workers) {
-            pool->n_threads = 1;
             colibri_threadpool_free(pool);
             colibri_error_set(COLIBRI_ERR_NOMEM, "out of memory creating a thread pool");
             return NULL;
         }
+        memset(pool->workers, 0, (size_t)n_workers * sizeof *pool->workers);
     }
     for (int32_t i = 0; i < n_workers; i++) {
         pool->workers[i].pool = pool;
         pool->workers[i].index = i + 1;
-        if (pthread_create(&pool->threads[i], NULL, colibri_worker_main, &pool->workers[i]) != 0) {
-            pool->n_threads = i + 1;   /* free joins only the threads that started */
-            colibri_threadpool_free(pool);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (cpus) {   /* the thread starts on its CPU, so its stack is first touched there */
+            cpu_set_t set;
+            colibri_cpu_set(&set, cpus[i + 1]);
+            pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+        }
+        int rc = pthread_create(&pool->threads[i], &attr, colibri_worker_main, &pool->workers[i]);
+        if (rc != 0 && cpus) {   /* the CPU may have gone away: start unpinned */
+            pthread_attr_destroy(&attr);
+            pthread_attr_init(&attr);
+            rc = pthread_create(&pool->threads[i], &attr, colibri_worker_main, &pool->workers[i]);
+            pool->pinned = 0;
+        }
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            colibri_threadpool_free(pool);   /* joins the i threads that started */
             colibri_error_set(COLIBRI_ERR_NOMEM, "could not start thread %d of %d", i + 1, n_threads);
             return NULL;
         }
+        pool->n_threads = i + 2;
     }
     return pool;
 }
 
-/* Publishes (fn, task_ctx) or stop as the next generation and wakes sleepers. */
-static void colibri_publish(colibri_threadpool *pool, colibri_task_fn fn, void *task_ctx, int stop) {
-    pthread_mutex_lock(&pool->mutex);
+int colibri_threadpool_pinned(const colibri_threadpool *pool) { return pool->pinned; }
+
+/* Publishes (fn, task_ctx) or stop as the next generation, waking any sleeper. */
+static uint64_t colibri_publish(colibri_threadpool *pool, colibri_task_fn fn, void *task_ctx, int stop) {
     pool->fn = fn;
     pool->task_ctx = task_ctx;
     pool->stop = stop;
-    __atomic_store_n(&pool->pending, pool->n_threads - 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->mutex);
+    uint64_t g = pool->generation + 1;
+    __atomic_store_n(&pool->generation, g, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pool->sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&pool->mutex);
+        pthread_cond_broadcast(&pool->wake);
+        pthread_mutex_unlock(&pool->mutex);
+    }
+    return g;
 }
 
 void colibri_threadpool_run(colibri_threadpool *pool, colibri_task_fn fn, void *task_ctx) {
@@ -127,15 +213,30 @@ void colibri_threadpool_run(colibri_threadpool *pool, colibri_task_fn fn, void *
         fn(task_ctx, 0, 1);
         return;
     }
-    colibri_publish(pool, fn, task_ctx, 0);
+    uint64_t g = colibri_publish(pool, fn, task_ctx, 0);
     fn(task_ctx, 0, pool->n_threads);
-    for (int32_t i = 0; i < COLIBRI_SPIN_ROUNDS; i++) {
-        if (__atomic_load_n(&pool->pending, __ATOMIC_ACQUIRE) == 0) return;
-        colibri_cpu_relax();
+    if (pool->timing) {
+        double start = colibri_now();
+        colibri_wait_done(pool, g);
+        pool->caller_wait += colibri_now() - start;
+    } else {
+        colibri_wait_done(pool, g);
     }
-    pthread_mutex_lock(&pool->mutex);
-    while (__atomic_load_n(&pool->pending, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&pool->done, &pool->mutex);
-    pthread_mutex_unlock(&pool->mutex);
+}
+
+void colibri_threadpool_timing(colibri_threadpool *pool, int on) {
+    pool->timing = on;
+    pool->caller_wait = 0.0;
+    for (int32_t i = 0; i + 1 < pool->n_threads; i++) pool->workers[i].busy = 0.0;
+}
+
+void colibri_threadpool_take_times(colibri_threadpool *pool, double *busy, double *caller_wait) {
+    *caller_wait = pool->caller_wait;
+    pool->caller_wait = 0.0;
+    for (int32_t i = 0; i + 1 < pool->n_threads; i++) {
+        busy[i + 1] = pool->workers[i].busy;
+        pool->workers[i].busy = 0.0;
+    }
 }
 
 void colibri_threadpool_free(colibri_threadpool *pool) {
@@ -143,7 +244,7 @@ void colibri_threadpool_free(colibri_threadpool *pool) {
     if (pool->n_threads > 1) colibri_publish(pool, NULL, NULL, 1);
     for (int32_t i = 0; i + 1 < pool->n_threads; i++) pthread_join(pool->threads[i], NULL);
     pthread_cond_destroy(&pool->wake);
-    pthread_cond_destroy(&pool->done);
+    pthread_cond_destroy(&pool->done_cond);
     pthread_mutex_destroy(&pool->mutex);
     free(pool->threads);
     free(pool->workers);

@@ -13,12 +13,26 @@
 typedef struct colibri_threadpool colibri_threadpool;
 typedef void (*colibri_task_fn)(void *task_ctx, int32_t thread_index, int32_t n_threads);
 
-/* NULL on failure (with colibri_last_error set). */
-colibri_threadpool *colibri_threadpool_create(int32_t n_threads);
+/* NULL on failure (with colibri_last_error set). cpus: [n_threads] the CPU
+ * each worker (index >= 1) is pinned to from its start, or NULL for none;
+ * cpus[0] is the caller's and is left alone (the caller's thread belongs to
+ * the application). */
+colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *cpus);
+/* 1 if every worker was started on the CPU create gave it. */
+int colibri_threadpool_pinned(const colibri_threadpool *pool);
 void colibri_threadpool_run(colibri_threadpool *pool, colibri_task_fn fn, void *task_ctx);
 void colibri_threadpool_free(colibri_threadpool *pool);
 
+/* Per-thread timing for the profiler (off by default: one branch per run).
+ * While on, each worker adds the time it spends inside fn and the caller the
+ * time it waits for the workers at the end of a run; take_times hands out
+ * and resets those sums: busy: [n_threads] (busy[0] unused), *caller_wait. */
+void colibri_threadpool_timing(colibri_threadpool *pool, int on);
+void colibri_threadpool_take_times(colibri_threadpool *pool, double *busy, double *caller_wait);
+
 /* The static share [*lo, *hi) of n items for thread i of nt. */
 void colibri_range_split(int64_t n, int32_t i, int32_t nt, int64_t *lo, int64_t *hi);
+/* CLOCK_MONOTONIC seconds. */
+double colibri_now(void);
 
 #endif /* COLIBRI_THREADPOOL_H */

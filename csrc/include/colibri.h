@@ -275,7 +275,7 @@ COLIBRI_API const colibri_hparams *colibri_model_hparams(const colibri_model *m)
 
 /* ---- context: KV cache for n_seq sequences of up to n_ctx positions,
  * scratch for batches of up to n_batch tokens, a pool of n_threads threads
- * (n_threads <= 0: one per online CPU). Everything is allocated here; a
+ * (n_threads <= 0: one per physical core; COLIBRI_PLACE_CORES). Everything is allocated here; a
  * forward step allocates nothing. The model must outlive the context. */
 COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
                                                     int32_t n_seq, int32_t n_batch,
@@ -288,6 +288,31 @@ COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int3
 COLIBRI_API colibri_context *colibri_context_create_kv(const colibri_model *m, int32_t n_ctx,
                                                        int32_t n_seq, int32_t n_batch,
                                                        int32_t n_threads, int32_t kv_dtype);
+/* Where a context's threads run (docs/KERNELS.md, "Threads, cores and NUMA
+ * nodes"). Every placement gives bitwise the same results; only speed differs. */
+typedef enum colibri_placement {
+    COLIBRI_PLACE_CORES = 0,       /* one thread per physical core (SMT siblings only past that),
+                                      node after node; workers pinned to their CPUs */
+    COLIBRI_PLACE_DISTRIBUTE = 1,  /* one core of every NUMA node in turn (all the nodes' memory
+                                      bandwidth); scratch interleaved over them; pinned */
+    COLIBRI_PLACE_ISOLATE = 2,     /* only the creating thread's NUMA node: its cores, its memory; pinned */
+    COLIBRI_PLACE_NONE = 3         /* no pinning: the OS places and moves the threads */
+} colibri_placement;
+
+/* Everything colibri_context_create_kv takes, plus the placement. */
+typedef struct colibri_context_params {
+    int32_t n_ctx, n_seq, n_batch;
+    int32_t n_threads;   /* <= 0: one per physical core the placement may use */
+    int32_t kv_dtype;    /* COLIBRI_DTYPE_F32 or COLIBRI_DTYPE_F16 */
+    int32_t placement;   /* colibri_placement */
+} colibri_context_params;
+COLIBRI_API colibri_context *colibri_context_create_params(const colibri_model *m,
+                                                           const colibri_context_params *params);
+/* Whether the context's worker threads are pinned to CPUs of their own (0 when
+ * unpinned: COLIBRI_PLACE_NONE, one thread, more threads than CPUs, or the
+ * system refused), -1 for a NULL context. */
+COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx);
+
 /* The KV cache's element type (a colibri_dtype), -1 for a NULL context. */
 COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx);
 COLIBRI_API void colibri_context_free(colibri_context *ctx);
@@ -344,7 +369,7 @@ COLIBRI_API int colibri_model_metadata(const colibri_model *m, const char **json
 
 /* Plain-C convenience: load path and create a context for one sequence of up
  * to n_ctx positions, batches of up to min(n_ctx, 512) tokens, n_threads
- * threads (<= 0: one per CPU). The context owns the model: release both with
+ * threads (<= 0: one per physical core). The context owns the model: release both with
  * colibri_free (not colibri_context_free). Run steps with colibri_forward. */
 COLIBRI_API colibri_context *colibri_init(const char *path, int32_t n_ctx, int32_t n_threads);
 COLIBRI_API void colibri_free(colibri_context *ctx);
@@ -391,6 +416,20 @@ COLIBRI_API int colibri_profile_enable(colibri_context *ctx, int on);
  * ctx is not being profiled or layer is out of range. */
 COLIBRI_API int colibri_profile_read(const colibri_context *ctx, int32_t layer, double *seconds,
                                      int32_t n_stages);
+
+/* Each thread's time in `stage` since enabling, summed over layers and steps:
+ * busy[i] at work (inside pool runs; thread 0, the caller, also in the serial
+ * parts between them) and wait[i] idle at the end of runs (spinning or
+ * asleep), so busy[i] + wait[i] is the stage's wall time for every thread.
+ * n_threads must be colibri_context_threads(ctx). */
+COLIBRI_API int colibri_profile_read_threads(const colibri_context *ctx, int32_t stage, double *busy,
+                                             double *wait, int32_t n_threads);
+/* Per routed expert of one MoE layer since enabling: tokens it ran (summed
+ * over steps), weight bytes of its gate, up and down read, and the thread
+ * time its matmuls took (seconds summed over the threads that shared them).
+ * n_expert must be the model's. */
+COLIBRI_API int colibri_profile_read_experts(const colibri_context *ctx, int32_t layer, int64_t *tokens,
+                                             int64_t *bytes, double *seconds, int32_t n_expert);
 
 #ifdef __cplusplus
 }

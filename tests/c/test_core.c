@@ -544,6 +544,60 @@ static void test_threads_and_batching(int32_t dtype, int32_t kv_dtype, int mecha
     test_free(&tm);
 }
 
+/* Thread counts 1, 2, 3, 5, 7 and 16 (more threads than most matrices have
+ * row groups to deal out), every placement: a 150-token prompt in one batch (past
+ * the 64-token chunks the matmuls split by; every logit wanted) and a decode
+ * step after it give bitwise the same logits and routes. */
+static void test_thread_counts(int32_t dtype, int32_t kv_dtype) {
+    enum { N = 150 };
+    static const int32_t counts[] = {1, 2, 3, 5, 7, 16};
+    static const int32_t placements[] = {COLIBRI_PLACE_CORES, COLIBRI_PLACE_DISTRIBUTE, COLIBRI_PLACE_ISOLATE,
+                                         COLIBRI_PLACE_NONE};
+    test_model tm;
+    test_config(&tm, dtype);
+    CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+    int32_t V = tm.hp.n_vocab, L = tm.hp.n_layer, k = tm.hp.n_expert_used;
+    int32_t tok[N + 1], pos[N + 1], seq[N + 1] = {0};
+    int8_t want[N];
+    for (int i = 0; i <= N; i++) tok[i] = (i * 13 + 5) % V, pos[i] = i;
+    memset(want, 1, sizeof want);
+    float *ref = malloc((size_t)(N + 1) * V * sizeof(float)), *got = malloc((size_t)(N + 1) * V * sizeof(float));
+    int32_t *ref_experts = malloc((size_t)L * N * k * sizeof(int32_t)), *experts = malloc((size_t)L * N * k * sizeof(int32_t));
+    memset(ref_experts, 0xff, (size_t)L * N * k * sizeof(int32_t));   /* the dense layer's rows stay -1 */
+    memset(experts, 0xff, (size_t)L * N * k * sizeof(int32_t));
+    for (int c = 0; c < (int)(sizeof counts / sizeof counts[0]); c++) {
+        for (int p = 0; p < (c == 2 ? 4 : 1); p++) {   /* every placement at 3 threads */
+            colibri_context_params params = {N + 2, 1, N, counts[c], kv_dtype, placements[p]};
+            colibri_context *ctx = colibri_context_create_params(tm.m, &params);
+            CHECK(ctx && colibri_context_threads(ctx) == counts[c], "%d threads: %s", counts[c], colibri_last_error());
+            if (!ctx) continue;
+            CHECK(colibri_context_pinned(ctx) == 0 || (counts[c] > 1 && placements[p] != COLIBRI_PLACE_NONE),
+                  "pinned only with several threads and a placement");
+            float *logits = c == 0 ? ref : got;
+            colibri_batch b = {N, tok, pos, seq, want};
+            colibri_outputs out = {logits, NULL, c == 0 ? ref_experts : experts, NULL};
+            CHECK(colibri_forward(ctx, &b, &out) == 0, "prompt: %s", colibri_last_error());
+            CHECK(test_step(ctx, 1, &tok[N], &pos[N], seq, NULL, logits + (int64_t)N * V) == 0, "step: %s",
+                  colibri_last_error());
+            if (c > 0) {
+                CHECK(memcmp(ref, got, (size_t)(N + 1) * V * sizeof(float)) == 0,
+                      "dtype %d, KV %d: %d threads (placement %d) == 1 thread, bitwise", dtype, kv_dtype, counts[c],
+                      placements[p]);
+                CHECK(memcmp(ref_experts, experts, (size_t)L * N * k * sizeof(int32_t)) == 0,
+                      "dtype %d: %d threads: routes", dtype, counts[c]);
+            }
+            colibri_context_free(ctx);
+        }
+    }
+    colibri_context_params bad = {16, 1, 8, 2, kv_dtype, 9};
+    CHECK(colibri_context_create_params(tm.m, &bad) == NULL && strstr(colibri_last_error(), "placement"),
+          "placement 9 refused: %s", colibri_last_error());
+    CHECK(colibri_context_create_params(tm.m, NULL) == NULL, "NULL params refused");
+    CHECK(colibri_context_pinned(NULL) == -1, "pinned of NULL");
+    free(ref), free(got), free(ref_experts), free(experts);
+    test_free(&tm);
+}
+
 /* An F16 KV cache against the F32 one: the logits of a 6-token prompt agree to
  * NMSE <= 1e-5 (keys and values rounded to f16 only); a KV type other than
  * F32 / F16 is refused. */
@@ -894,6 +948,11 @@ int main(void) {
     test_swiglu_clamped();
     test_mechanisms_matter();
     test_kv_f16();
+    test_thread_counts(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32);
+    test_thread_counts(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F16);
+    test_thread_counts(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16);
+    test_thread_counts(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F32);
+    test_thread_counts(COLIBRI_DTYPE_Q4_1, COLIBRI_DTYPE_F32);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_1, 1e-3);
