@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .dtypes import BY_NAME, DTYPES, row_bytes
 from .errors import ModelError
 from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
 import numpy as np
@@ -13,6 +14,7 @@ from .models.spec import Derived, ModelConfig
 from .native_model import NativeModel, WeightRef, check_config_matches
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
+BLOCK_DTYPES = tuple(t.name for t in DTYPES if t.is_block)   # what a Derived build may repack into
 ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 DEFAULT_CONTEXT = 4096
 
@@ -46,12 +48,17 @@ def _derived_weight(checkpoint: HFCheckpoint, slot: TensorSlot, derived: Derived
 
     dtype, array = derived.build(read, slot, config)
     where = f"{checkpoint.directory}: tensor '{slot.name}' (for {slot.kind}, layer {slot.layer})"
-    if dtype not in WEIGHT_DTYPES:
+    if dtype not in WEIGHT_DTYPES and dtype not in BLOCK_DTYPES:
         raise ModelError(f"{where}: dtype {dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
-    if tuple(array.shape) != slot.shape:
+    rows, cols = slot.shape[0], slot.shape[-1]
+    if dtype in BLOCK_DTYPES:   # a build may repack quantized parts into a block type (gpt-oss MXFP4): raw bytes
+        width = row_bytes(dtype, cols) if len(slot.shape) == 2 and cols % BY_NAME[dtype].block_elems == 0 else -1
+        if tuple(array.shape) != (rows, width):
+            raise ModelError(f"{where}: {dtype} {shape_text(array.shape)} does not give {shape_text(slot.shape)}")
+    elif tuple(array.shape) != slot.shape:
         raise ModelError(f"{where}: shape {shape_text(array.shape)}, expected {shape_text(slot.shape)}")
     array = np.ascontiguousarray(array)
-    return WeightRef(dtype, tuple(array.shape), array.nbytes, array, in_place=False)
+    return WeightRef(dtype, slot.shape, array.nbytes, array, in_place=False)
 
 
 def _open_hf(directory: Path):

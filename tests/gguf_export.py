@@ -14,7 +14,7 @@ from gguf.quants import quantize
 GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
              "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
 QUANT = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
-         "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1}
+         "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1, "mxfp4": GGMLQuantizationType.MXFP4}
 GGUF_QUANTIZES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"}   # types gguf.quants can write
 
 
@@ -81,7 +81,9 @@ def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -
         w.add_rope_scaling_type(RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
-    put = lambda name, array: _put(w, name, array, qtype)   # noqa: E731
+    dense = "f32" if qtype == "mxfp4" else qtype   # MXFP4 is for the experts only
+    put = lambda name, array: _put(w, name, array, dense)   # noqa: E731
+    put_expert = lambda name, array: _put(w, name, array, qtype)   # noqa: E731
     put_f32 = lambda name, array: _put(w, name, array, "f32")   # noqa: E731  (norms, biases, sinks, router)
     put("token_embd.weight", sd["model.embed_tokens.weight"])
     put_f32("output_norm.weight", sd["model.norm.weight"])
@@ -99,11 +101,11 @@ def _export_gpt_oss(w: GGUFWriter, cfg, sd: dict[str, np.ndarray], qtype: str) -
         put_f32(b + "ffn_gate_inp.bias", sd[p + "mlp.router.bias"])
         gate_up = sd[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)   # [E, 2F, D]
         gate_up_bias = sd[p + "mlp.experts.gate_up_proj_bias"]             # [E, 2F]
-        put(b + "ffn_gate_exps.weight", gate_up[:, 0::2])
-        put(b + "ffn_up_exps.weight", gate_up[:, 1::2])
+        put_expert(b + "ffn_gate_exps.weight", gate_up[:, 0::2])
+        put_expert(b + "ffn_up_exps.weight", gate_up[:, 1::2])
         put_f32(b + "ffn_gate_exps.bias", gate_up_bias[:, 0::2])
         put_f32(b + "ffn_up_exps.bias", gate_up_bias[:, 1::2])
-        put(b + "ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].transpose(0, 2, 1))   # [E, D, F]
+        put_expert(b + "ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"].transpose(0, 2, 1))   # [E, D, F]
         put_f32(b + "ffn_down_exps.bias", sd[p + "mlp.experts.down_proj_bias"])
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -164,17 +166,23 @@ def _latent_attention(put, sd, p: str, b: str, cfg, joint_kv_b: bool) -> None:
 
 
 def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_kv_b: bool = False,
-                quantizer=None) -> None:
+                quantizer=None, state=None) -> None:
     """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output;
-    qtype, quantizer: as _put takes them; tokenizer: harmony's `tokenizers.Tokenizer` (tests/harmony.py) to write as gpt-oss's vocabulary,
-    or None for none; joint_kv_b: write latent attention's up-projections as older llama.cpp did
-    (attn_kv_b)."""
+    qtype, quantizer: as _put takes them (qtype "mxfp4" for gpt-oss: the routed experts in MXFP4,
+    everything else F32, as llama.cpp's MXFP4_MOE files); tokenizer: a byte-level BPE
+    `tokenizers.Tokenizer` whose vocabulary is written as llama.cpp's `gpt2` model with the
+    `gpt-4o` pre-tokenizer (o200k), or None for none; joint_kv_b: write latent attention's
+    up-projections as older llama.cpp did (attn_kv_b); state: the weights (a state dict) instead
+    of checkpoint_dir's."""
     from safetensors.numpy import load_file
 
     cfg = model.config
     model_type = cfg.model_type
     arch = GGUF_ARCH[model_type]
-    sd = {k: v.astype(np.float32) for k, v in load_file(f"{checkpoint_dir}/model.safetensors").items()}
+    if state is not None:
+        sd = {k: v.detach().float().numpy() for k, v in state.items()}
+    else:
+        sd = {k: v.astype(np.float32) for k, v in load_file(f"{checkpoint_dir}/model.safetensors").items()}
     w = GGUFWriter(str(path), arch)
     L = cfg.num_hidden_layers
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -187,7 +187,7 @@ def test_gpt_oss_gguf_as_llama_cpp_runs_it(harmony_model, harmony_dir, tmp_path)
     ("sliding_window", 0, r"field 'sliding_window' is missing or 0, but layer_types has sliding_attention"),
     ("swiglu_limit", -1.0, r"field 'swiglu_limit' = -1.0 is out of range"),
     ("num_local_experts", 0, r"field 'num_local_experts' = 0 is out of range"),
-    ("quantization_config", {"quant_method": "mxfp4"}, r"field 'quantization_config' = .* is not supported yet"),
+    ("quantization_config", {"quant_method": "fp8"}, r"field 'quantization_config' = .* is not supported \(only quant_method mxfp4\)"),
 ])
 def test_gpt_oss_config_errors(tiny_model_factory, tmp_path, field, value, message):
     tiny = tiny_model_factory("gpt_oss-a")
@@ -232,3 +232,94 @@ def test_inspect_tells_rearranged_experts_from_mapped_weights(tiny_model_factory
     out = sp.run([sys.executable, "-m", "colibri", "inspect", str(tiny.path)], capture_output=True, text=True,
                  check=True, cwd=tmp_path).stdout   # outside the source tree: the installed package
     assert "softmax over the top-k logits" in out and "rearranged once at load" in out
+
+
+def _hf_mxfp4(rows: np.ndarray):
+    """rows [..., n] float32 -> (scales [..., n/32] u8, blocks [..., n/32, 16] u8) in Hugging Face's
+    MXFP4 layout, quantized by gguf-py's MXFP4 (llama.cpp's reference) and laid out here: element
+    2b of a block in the low nibble of byte b, 2b+1 in the high one."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    lead, n = rows.shape[:-1], rows.shape[-1]
+    gguf_blocks = quantize(np.ascontiguousarray(rows.reshape(-1, n)), GGMLQuantizationType.MXFP4)
+    gguf_blocks = gguf_blocks.reshape(-1, n // 32, 17)                       # per block: e, then 16 bytes
+    qs = gguf_blocks[..., 1:]
+    codes = np.concatenate((qs & 0x0F, qs >> 4), axis=-1)                   # [.., 32] element order
+    blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)   # [.., 16] HF order
+    return (np.ascontiguousarray(gguf_blocks[..., 0].reshape(*lead, n // 32)),
+            np.ascontiguousarray(blocks.reshape(*lead, n // 32, 16)))
+
+
+@pytest.fixture(scope="module")
+def mxfp4_model(harmony_model, tmp_path_factory):
+    """(transformers model on the dequantized experts, its MXFP4 checkpoint directory): the harmony
+    model's experts quantized to MXFP4 and saved as released gpt-oss checkpoints are (``*_blocks``,
+    ``*_scales``, quantization_config mxfp4); the reference's experts are transformers' own
+    dequantization of those bytes (integrations.mxfp4.convert_moe_packed_tensors)."""
+    from safetensors.torch import save_file
+    from transformers import GptOssForCausalLM
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    model, directory = harmony_model
+    reference = GptOssForCausalLM(model.config).eval()
+    reference.set_experts_implementation("eager")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    tensors = {}
+    for name in list(state):
+        if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            continue
+        rows = state.pop(name).transpose(1, 2).contiguous().numpy()          # [E, rows, cols]
+        scales, blocks = _hf_mxfp4(rows)
+        tensors[name + "_scales"], tensors[name + "_blocks"] = torch.from_numpy(scales), torch.from_numpy(blocks)
+        # transformers' own dequantization, already in the parameter's [E, cols, rows] layout
+        state[name] = convert_moe_packed_tensors(tensors[name + "_blocks"], tensors[name + "_scales"],
+                                                 dtype=torch.float32).contiguous()
+    reference.load_state_dict(state)
+    out = tmp_path_factory.mktemp("mxfp4")
+    save_file({**{k: v for k, v in state.items() if not k.endswith(("gate_up_proj", "down_proj"))}, **tensors},
+              out / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((directory / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                                                           "model.layers.*.mlp.router",
+                                                                                           "model.embed_tokens",
+                                                                                           "lm_head"]}
+    (out / "config.json").write_text(json.dumps(config))
+    return reference, out, tensors
+
+
+def _close_logits(got, expected):
+    """MXFP4 weights meet Q8_0-quantized activations in the dot products (as in llama.cpp), so the
+    logits carry the activations' 8-bit rounding: max |Δ| <= 0.03 × max |logit| and the same argmax
+    at >= 95% of positions against transformers on the dequantized experts."""
+    scale = np.abs(expected).max()
+    assert np.abs(got - expected).max() <= 0.03 * scale, np.abs(got - expected).max() / scale
+    assert (got.argmax(-1) == expected.argmax(-1)).mean() >= 0.95
+
+
+def test_mxfp4_checkpoint_is_repacked_not_dequantized(mxfp4_model, harmony_model, tmp_path):
+    """Hugging Face MXFP4 experts load as GGUF MXFP4 blocks, byte for byte what gpt-oss's GGUF
+    converter would write for the same codes, and run within the stated tolerance of transformers;
+    the GGUF written from the same weights gives bitwise the same logits."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    reference, directory, tensors = mxfp4_model
+    ids = [8 + i for i in token_ids(reference.config.vocab_size - 8, 32, seed=11)]
+    with torch.no_grad():
+        expected = reference(torch.tensor([ids])).logits[0].float().numpy()
+    with colibri.load(directory, threads=2) as m:
+        by_slot = {(s.kind, s.layer, s.expert): ref for s, ref in m.weights}
+        gate = by_slot[("EXPERT_GATE", 1, 2)]
+        assert gate.dtype == "MXFP4" and gate.shape == (64, 64)
+        rows = reference.model.layers[1].mlp.experts.gate_up_proj[2].T[0::2].detach().numpy()   # [F, D]
+        assert bytes(gate.array) == quantize(np.ascontiguousarray(rows), GGMLQuantizationType.MXFP4).tobytes()
+        got = m.logits(ids)
+        routes = m.route(ids)
+    _close_logits(got, expected)
+    assert len(routes) == reference.config.num_hidden_layers
+    path = tmp_path / "mxfp4.gguf"
+    export_gguf(reference, directory, path, "mxfp4", state=reference.state_dict())
+    with colibri.load(path, threads=2) as m:
+        assert {ref.dtype for s, ref in m.weights if s.kind.startswith("EXPERT_") and "BIAS" not in s.kind} == {"MXFP4"}
+        assert m.logits(ids).tobytes() == got.tobytes()

@@ -5,7 +5,10 @@ clamped SwiGLU (gate <= limit, |up| <= limit, (up + 1) * gate * sigmoid(alpha * 
 Hugging Face stores each layer's experts stacked and transposed (x @ W): gate_up_proj
 [E, D, 2F] with gate and up interleaved along the last axis (gate the even columns),
 down_proj [E, F, D]; they are rearranged once at load into the [rows, cols] layout the C core
-reads (``Derived``), never per step.
+reads (``Derived``), never per step. Released checkpoints keep the experts in MXFP4 instead
+(``*_blocks`` [E, rows, cols/32, 16] and ``*_scales`` [E, rows, cols/32], rows in the C core's
+order with gate and up rows interleaved): those are repacked into GGUF's MXFP4 block, the same
+codes and exponents, never dequantized.
 """
 from __future__ import annotations
 
@@ -35,9 +38,10 @@ def layer_windows(cfg: ConfigReader, layers: int, window: int) -> tuple[int, ...
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
-    if cfg.raw.get("quantization_config") is not None:   # released checkpoints: MXFP4 experts
-        raise cfg.error("quantization_config", f"= {cfg.raw['quantization_config']!r} is not supported yet "
-                                               "(its MXFP4 experts need the MXFP4 block type)")
+    quantization = cfg.raw.get("quantization_config")
+    mxfp4 = isinstance(quantization, dict) and quantization.get("quant_method") == "mxfp4"
+    if quantization is not None and not mxfp4:
+        raise cfg.error("quantization_config", f"= {quantization!r} is not supported (only quant_method mxfp4)")
     layers = cfg.int("num_hidden_layers", max=4096)
     window = cfg.int("sliding_window", 0, min=0, max=1 << 24)
     bias = cfg.bool("attention_bias", True)
@@ -78,18 +82,52 @@ def _stacked(read, slot: TensorSlot, suffix: str, shape: tuple[int, ...]) -> tup
     return dtype, array
 
 
+def mxfp4_to_gguf(scales: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """Hugging Face MXFP4 rows as GGUF MXFP4 rows: the same 4-bit codes and E8M0 exponents.
+    scales: [rows, n/32] exponents; blocks: [rows, n/32, 16], element 2b of a block in the low
+    nibble of its byte b, 2b+1 in the high one. Returns [rows, n/32 * 17]: per block the
+    exponent, then 16 bytes holding element j in the low nibble of byte j, j+16 in the high one."""
+    codes = np.stack((blocks & 0x0F, blocks >> 4), axis=-1).reshape(*blocks.shape[:-1], 32)   # [rows, n/32, 32]
+    packed = codes[..., :16] | (codes[..., 16:] << 4)                                          # [rows, n/32, 16]
+    return np.concatenate((scales[..., None], packed), axis=-1).reshape(scales.shape[0], -1)
+
+
+def _mxfp4_rows(read, slot: TensorSlot, suffix: str, n_experts: int, rows: int, cols: int):
+    """Expert slot.expert's rows of layer slot.layer's MXFP4 tensor `suffix` (all `rows` of them),
+    or None when the checkpoint stores `suffix` unquantized. Checks both parts' dtype and shape."""
+    stem = (EXPERTS + suffix).format(l=slot.layer)
+    found = read(stem + "_blocks", optional=True)
+    if found is None:
+        return None
+    parts = {"_blocks": found, "_scales": read(stem + "_scales")}
+    shapes = {"_blocks": (n_experts, rows, cols // 32, 16), "_scales": (n_experts, rows, cols // 32)}
+    for part, (dtype, array) in parts.items():
+        if dtype != "U8" or array.shape != shapes[part] or cols % 32:
+            raise ModelError(f"tensor '{stem}{part}': {dtype} {shape_text(array.shape)}, expected U8 "
+                             f"{shape_text(shapes[part])} (MXFP4 of [{rows}, {cols}] per expert)")
+    return parts["_scales"][1][slot.expert], parts["_blocks"][1][slot.expert]
+
+
 def _gate_up(column: int):
-    """Gate (column 0) or up (column 1) of one expert: gate_up_proj[e, :, column::2] transposed to [F, D]."""
+    """Gate (column 0) or up (column 1) of one expert, [F, D]: rows column::2 of its MXFP4
+    gate_up_proj, or columns column::2 of its unquantized gate_up_proj[e] [D, 2F] transposed."""
     def build(read, slot: TensorSlot, config: ModelConfig):
         F, D = slot.shape
+        mxfp4 = _mxfp4_rows(read, slot, "gate_up_proj", config.num_experts, 2 * F, D)
+        if mxfp4 is not None:
+            scales, blocks = mxfp4
+            return "MXFP4", mxfp4_to_gguf(scales[column::2], blocks[column::2])
         dtype, array = _stacked(read, slot, "gate_up_proj", (config.num_experts, D, 2 * F))   # array: [E, D, 2F]
         return dtype, array[slot.expert, :, column::2].T
     return build
 
 
 def _down(read, slot: TensorSlot, config: ModelConfig):
-    """One expert's down_proj[e] [F, D] transposed to [D, F]."""
+    """One expert's down projection [D, F]: its MXFP4 rows, or down_proj[e] [F, D] transposed."""
     D, F = slot.shape
+    mxfp4 = _mxfp4_rows(read, slot, "down_proj", config.num_experts, D, F)
+    if mxfp4 is not None:
+        return "MXFP4", mxfp4_to_gguf(*mxfp4)
     dtype, array = _stacked(read, slot, "down_proj", (config.num_experts, F, D))   # array: [E, F, D]
     return dtype, array[slot.expert].T
 
