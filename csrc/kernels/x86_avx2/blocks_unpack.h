@@ -122,9 +122,10 @@ static inline __m128 colibri_f16x4_at(const void *b0, const void *b1, const void
 #define COLIBRI_C_Q5_1 0
 #define COLIBRI_C_LUT 128   /* IQ4_NL, IQ4_XS, MXFP4: table values + 128 */
 
-/* COLIBRI_IQ4_VALUES as a pshufb table; kv + 128 of it and of COLIBRI_FP4_VALUES. */
+/* COLIBRI_IQ4_VALUES as a pshufb table; kv + 128 of it and of COLIBRI_FP4_VALUES, the unsigned
+ * bytes written as the signed chars _mm_setr_epi8 takes (241 as -15). */
 #define COLIBRI_IQ4_I8 -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
-#define COLIBRI_IQ4_U8 1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241
-#define COLIBRI_FP4_U8 128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116
+#define COLIBRI_IQ4_U8 1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15
+#define COLIBRI_FP4_U8 -128, -127, -126, -125, -124, -122, -120, -116, -128, 127, 126, 125, 124, 122, 120, 116
 
 #endif /* COLIBRI_X86_BLOCKS_UNPACK_H */

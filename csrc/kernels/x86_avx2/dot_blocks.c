@@ -107,7 +107,8 @@ static inline __m256i colibri_iq4_xs_quants(const colibri_block_iq4_xs *b, int s
  * row r's half 4p + i at byte 4i + r (colibri_rows_by_half); group s's 8 bytes (halves
  * 2s, 2s + 1) at t[s / 2] + 8 (s % 2). */
 static inline __m256i colibri_half_table(const __m128i t[4], int s) {
-    return _mm256_cvtepi8_epi32(_mm_srli_si128(t[s / 2], 8 * (s % 2)));
+    /* a byte shift takes an immediate: the two cases spelled out (clang insists) */
+    return _mm256_cvtepi8_epi32(s % 2 ? _mm_srli_si128(t[s / 2], 8) : t[s / 2]);
 }
 
 #define COLIBRI_NONE16(b) _mm_setzero_si128()
