@@ -38,7 +38,11 @@ TENSOR_KINDS = (
 KIND = {name: i for i, name in enumerate(TENSOR_KINDS)}
 
 # colibri_stage, in header order
-PROFILE_STAGES = ("attention", "router", "dispatch", "experts", "aggregation", "lm_head", "other")
+PROFILE_STAGES = ("attention", "router", "dispatch", "experts", "aggregation", "lm_head", "other", "expert_wait")
+
+# colibri_status values the bindings tell apart
+STATUS_IO = 6
+LOAD_PAGED = 1
 
 
 class Hparams(ctypes.Structure):
@@ -98,6 +102,26 @@ class Outputs(ctypes.Structure):
     ]
 
 
+class PagingSizes(ctypes.Structure):
+    _fields_ = [("slot_bytes", ctypes.c_uint64), ("resident_bytes", ctypes.c_uint64),
+                ("expert_bytes", ctypes.c_uint64), ("overhead_bytes", ctypes.c_uint64),
+                ("n_experts", ctypes.c_int64), ("read_bytes", ctypes.c_uint64)]
+
+
+class PagingOptions(ctypes.Structure):
+    _fields_ = [("n_slots", ctypes.c_int64), ("n_io_threads", ctypes.c_int32), ("prefetch", ctypes.c_int32),
+                ("direct_io", ctypes.c_int32), ("aging_tokens", ctypes.c_int32)]
+
+
+class PagingStats(ctypes.Structure):
+    _fields_ = [("n_slots", ctypes.c_int64), ("slot_bytes", ctypes.c_int64), ("pinned", ctypes.c_int64),
+                ("direct_io", ctypes.c_int32), ("huge_pages", ctypes.c_int32)] + [
+        (name, ctypes.c_int64) for name in (
+            "tokens", "lookups", "hits", "misses", "prefetches", "prefetch_used", "predicted",
+            "predicted_needed", "needed_after_prediction", "reads", "bytes_read", "waves")] + [
+        ("stall_seconds", ctypes.c_double)]
+
+
 def _library_path() -> Path:
     override = os.environ.get("COLIBRI_LIB")
     if override:
@@ -140,6 +164,14 @@ def _declare(lib: ctypes.CDLL) -> None:
                                                  ctypes.POINTER(ctypes.c_double), c_i32]),
         "colibri_profile_read_experts": (c_int, [vp, c_i32, ctypes.POINTER(c_i64), ctypes.POINTER(c_i64),
                                                  ctypes.POINTER(ctypes.c_double), c_i32]),
+        "colibri_model_load_flags": (vp, [ctypes.c_char_p, ctypes.c_uint32]),
+        "colibri_model_add_file": (c_int, [vp, ctypes.c_char_p, vp, ctypes.c_uint64]),
+        "colibri_model_paging_sizes": (c_int, [vp, c_i32, ctypes.POINTER(PagingSizes)]),
+        "colibri_context_arena_bytes": (ctypes.c_uint64, [vp]),
+        "colibri_context_page_experts": (c_int, [vp, ctypes.POINTER(PagingOptions)]),
+        "colibri_paging_pin": (c_int, [vp, ctypes.POINTER(c_i32), ctypes.POINTER(c_i32), c_i32]),
+        "colibri_paging_stats_read": (c_int, [vp, ctypes.POINTER(PagingStats), c_int]),
+        "colibri_paging_residency": (c_int, [vp, ctypes.POINTER(ctypes.c_uint8)]),
     }
     for name, (restype, argtypes) in signatures.items():
         try:

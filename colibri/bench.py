@@ -28,6 +28,7 @@ from . import _native
 PROBE_BYTES = 1 << 30        # past the last-level cache (480 MiB on some servers)
 PROBE_PASSES = 3
 SAMPLING = "sampling"        # the one stage measured in Python
+DECODE_INPUTS = ("greedy", "random")
 
 
 @dataclass
@@ -66,23 +67,30 @@ class BenchResult:
     peak_rss_bytes: int
     bytes_per_token: int          # weight bytes one decode step reads
     kv_bytes_per_token: int       # KV cache bytes one decode step reads, mean over the decode
-    read_bandwidth_gb_s: float    # the machine's read bandwidth with this many threads, median of the rounds' probes
-    roofline_fraction: float      # median over rounds of bytes_per_token * decode tok/s / that round's bandwidth
-    roofline_kv_fraction: float   # the same with the KV bytes counted too
+    read_bandwidth_gb_s: float | None    # the machine's read bandwidth with this many threads, median of the
+                                         # rounds' probes (None: a paged model, not probed: see paging)
+    roofline_fraction: float | None      # median over rounds of bytes_per_token * decode tok/s / that round's bandwidth
+    roofline_kv_fraction: float | None   # the same with the KV bytes counted too
     decode_rounds_tok_s: list[float]      # [repeat] each round's decode tok/s
-    bandwidth_rounds_gb_s: list[float]    # [repeat] the bandwidth probed right after each round
+    bandwidth_rounds_gb_s: list[float] | None   # [repeat] the bandwidth probed right after each round
     steal_rounds_s: list[float] | None    # [repeat] CPU time the hypervisor took from this machine
                                           # during each round's decode (None: not reported here)
+    io_read_rounds_bytes_per_token: list[float | None]   # [repeat] bytes read from storage per decode token
+                                                         # (/proc/self/io: page-cache misses and direct reads)
     huge_pages: bool              # the KV + scratch arena got transparent huge pages
     kv_type: str                  # the KV cache's element type, "f32" or "f16"
     pinned: bool = False          # the worker threads were pinned to CPUs of their own
     placement: str = "cores"      # the threads' placement (--numa)
+    decode_input: str = "greedy"  # what each decode step was fed: "greedy" (the argmax) or "random" ids
     profile: StepProfile | None = None           # per decode token, the last round
     prefill_profile: StepProfile | None = None   # per prefill of the prompt, the last round
+    paging: dict | None = None    # a paged model: its plan, the expert cache's counters, the storage
+                                  # rate probed after each round and the decode's share of that limit
+                                  # (colibri.bench_paging.report)
 
     def as_json(self) -> dict:
         out = asdict(self)
-        for key in ("profile", "prefill_profile"):
+        for key in ("profile", "prefill_profile", "paging"):
             if out[key] is None:
                 out.pop(key)
         return out
@@ -131,6 +139,18 @@ def colibri_isa() -> str:
     return _native.lib().colibri_isa().decode()
 
 
+def process_read_bytes() -> int | None:
+    """Bytes this process has had read from storage (Linux /proc/self/io read_bytes: page-cache
+    misses and direct reads, every thread), None where it is not reported."""
+    try:
+        for line in open("/proc/self/io"):
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def peak_rss_bytes() -> int:
     """This process's resident-set high-water mark."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -150,11 +170,20 @@ def _prefill(model, prompt: np.ndarray) -> np.ndarray:
     return logits[0]
 
 
-def _decode(model, logits: np.ndarray, first_pos: int, n: int) -> tuple[list[float], float]:
-    """Greedy-decode n tokens after the prompt; (seconds per token, seconds spent sampling)."""
+def decode_inputs(vocab: int, n: int, seed: int) -> list[int]:
+    """The token ids `--decode-input random` feeds the decode steps (seeded, one per step)."""
+    return np.random.default_rng(seed + 1).integers(0, vocab, size=n).tolist()
+
+
+def _decode(model, logits: np.ndarray, first_pos: int, n: int,
+            inputs: list[int] | None = None) -> tuple[list[float], float]:
+    """Decode n tokens after the prompt, each step's input its predecessor's argmax (greedy) or,
+    given `inputs`, inputs[i] (the argmax still taken); (seconds per token, seconds sampling)."""
     latencies, sampling = [], 0.0
     token = int(np.argmax(logits))
     for i in range(n):
+        if inputs is not None:
+            token = inputs[i]
         start = time.perf_counter()
         logits = model.forward([token], [first_pos + i], [0])[0]              # [V]
         picked = time.perf_counter()
@@ -243,26 +272,39 @@ def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> 
 
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
-        profile_layers: bool = False, seed: int = 0, kv_type: str = "f32", numa: str | None = None) -> BenchResult:
+        profile_layers: bool = False, seed: int = 0, kv_type: str = "f32", numa: str | None = None,
+        mem_budget="auto", expert_slots: int | None = None, expert_profile=None, prefetch: bool = True,
+        decode_input: str = "greedy") -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 
     bandwidth_gb_s: the read bandwidth to compare against (None: probe it after
     every round; the first probe follows the peak RSS reading). profile: time the
     decode steps of the last round by stage (profile_layers: also per layer).
+    mem_budget, expert_slots, expert_profile, prefetch: as colibri.load. A paged
+    model's memory bandwidth is not probed (its 1 GiB buffer would break the
+    budget); the storage read rate is, after every round (bench_paging).
+    decode_input: "greedy" feeds each decode step its predecessor's argmax;
+    "random" feeds seeded random ids (decode_inputs) — greedy decoding of a
+    random-weight model soon loops over a few tokens, and so would its routing.
     """
     import colibri
+
+    from . import bench_paging
 
     from .summary import summarize
 
     for name, value in (("prompt", prompt_tokens), ("gen", gen_tokens), ("repeat", repeat)):
         if value < 1:
             raise ValueError(f"--{name} must be a positive integer, got {value}")
+    if decode_input not in DECODE_INPUTS:
+        raise ValueError(f"--decode-input must be one of {', '.join(DECODE_INPUTS)}, got {decode_input!r}")
     if bandwidth_gb_s is not None and not bandwidth_gb_s > 0:
         raise ValueError(f"--bandwidth must be a positive number of GB/s, got {bandwidth_gb_s}")
     n_ctx = prompt_tokens + gen_tokens
     start = time.perf_counter()
     model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512), kv_type=kv_type,
-                         numa=numa)
+                         numa=numa, mem_budget=mem_budget, expert_slots=expert_slots,
+                         expert_profile=expert_profile, prefetch=prefetch)
     load_s = time.perf_counter() - start
     with model:
         c = model.config
@@ -270,9 +312,14 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             raise ValueError(f"--prompt {prompt_tokens} + --gen {gen_tokens} exceed the model's context "
                              f"length {model.n_ctx}")
         prompt = np.random.default_rng(seed).integers(0, c.vocab_size, size=prompt_tokens)  # [P]
-        prefill_rates, decode_rates, latencies, bandwidths, steals = [], [], [], [], []
+        inputs = decode_inputs(c.vocab_size, gen_tokens, seed) if decode_input == "random" else None
+        prefill_rates, decode_rates, latencies, bandwidths, steals, io_rounds = [], [], [], [], [], []
         step_profile, peak = None, 0
         prefill_profile = None
+        paged = model.paging is not None
+        prefill_stats = decode_stats = None
+        read_rounds, storage_rounds = [], []     # paged: bytes read per decode token, storage GB/s, per round
+        model.paging_stats(reset=True)
         for round_index in range(repeat):
             last = round_index == repeat - 1
             start = time.perf_counter()
@@ -283,25 +330,38 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
             else:
                 logits = _prefill(model, prompt)
             prefill_rates.append(prompt_tokens / (time.perf_counter() - start))
-            steal_before = cpu_steal_seconds()
+            if paged:
+                prefill_stats = bench_paging.add_stats(prefill_stats, model.paging_stats(reset=True))
+            steal_before, io_before = cpu_steal_seconds(), process_read_bytes()
             if profile and last:
                 with _Profiler(model, profile_layers) as profiler:
-                    steps, sampling = _decode(model, logits, prompt_tokens, gen_tokens)
+                    steps, sampling = _decode(model, logits, prompt_tokens, gen_tokens, inputs)
                     step_profile = profiler.step_profile(gen_tokens, sum(steps), sampling)
             else:
-                steps, _ = _decode(model, logits, prompt_tokens, gen_tokens)
+                steps, _ = _decode(model, logits, prompt_tokens, gen_tokens, inputs)
             decode_rates.append(gen_tokens / sum(steps))
             steals.append(steal_since(steal_before))
+            io_after = process_read_bytes()
+            io_rounds.append(None if io_before is None or io_after is None else (io_after - io_before) / gen_tokens)
             latencies += steps
             if round_index == 0:
                 peak = peak_rss_bytes()   # before any probe maps its buffer
-            bandwidths.append(bandwidth_gb_s or measure_read_bandwidth(model.threads))
+            if paged:
+                stats = model.paging_stats(reset=True)
+                decode_stats = bench_paging.add_stats(decode_stats, stats)
+                read_rounds.append(stats.bytes_read_per_token)
+                storage_rounds.append(bench_paging.measure_storage_read(bench_paging.model_files(model),
+                                                                        model.paging.read_bytes))
+            if bandwidth_gb_s or not paged:
+                bandwidths.append(bandwidth_gb_s or measure_read_bandwidth(model.threads))
         summary = summarize(model)
         threads_used, huge_pages, kv_used = model.threads, model.huge_pages, model.kv_type
         pinned, placement = model._context().pinned, model._context().placement
+        paging = (bench_paging.report(model.paging, prefill_stats, decode_stats, decode_rates, read_rounds,
+                                      storage_rounds) if paged else None)
     decode = statistics.median(decode_rates)
     kv_bytes = kv_read_bytes(c, kv_used, prompt_tokens, gen_tokens)
-    roofline = paired_roofline(summary.bytes_per_token, decode_rates, bandwidths)
+    roofline = paired_roofline(summary.bytes_per_token, decode_rates, bandwidths) if bandwidths else None
     lat_ms = np.array(latencies) * 1e3                                                # [repeat * gen]
     return BenchResult(
         model=str(path), architecture=c.architecture, isa=colibri_isa(), threads=threads_used,
@@ -309,11 +369,13 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         prefill_tok_s=statistics.median(prefill_rates), decode_tok_s=decode,
         p50_ms=float(np.percentile(lat_ms, 50)), p99_ms=float(np.percentile(lat_ms, 99)),
         peak_rss_bytes=peak, bytes_per_token=summary.bytes_per_token, kv_bytes_per_token=kv_bytes,
-        read_bandwidth_gb_s=statistics.median(bandwidths), roofline_fraction=roofline,
-        roofline_kv_fraction=roofline * (summary.bytes_per_token + kv_bytes) / summary.bytes_per_token,
-        decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths,
-        steal_rounds_s=None if None in steals else steals, huge_pages=huge_pages, kv_type=kv_used,
-        pinned=pinned, placement=placement, profile=step_profile, prefill_profile=prefill_profile)
+        read_bandwidth_gb_s=statistics.median(bandwidths) if bandwidths else None, roofline_fraction=roofline,
+        roofline_kv_fraction=(roofline * (summary.bytes_per_token + kv_bytes) / summary.bytes_per_token
+                              if bandwidths else None),
+        decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths or None,
+        steal_rounds_s=None if None in steals else steals, io_read_rounds_bytes_per_token=io_rounds,
+        huge_pages=huge_pages, kv_type=kv_used, pinned=pinned, placement=placement, decode_input=decode_input,
+        profile=step_profile, prefill_profile=prefill_profile, paging=paging)
 
 
 # ---- report ------------------------------------------------------------------------
@@ -331,12 +393,18 @@ def report_lines(r: BenchResult) -> list[str]:
         ("per token", f"p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms"),
         ("peak RSS", human_bytes(r.peak_rss_bytes)),
         ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"),
-        ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} GB/s, "
-                           f"{100 * r.roofline_fraction:.1f}% of the read bandwidth probed after each round "
-                           f"(median {r.read_bandwidth_gb_s:.2f} GB/s)"),
-        ("KV read per token", f"{human_bytes(r.kv_bytes_per_token)} ({r.kv_type}, mean over the decode) -> weights "
-                              f"and KV {100 * r.roofline_kv_fraction:.1f}% of the read bandwidth"),
     ]
+    if r.roofline_fraction is not None:
+        rows += [
+            ("read per token", f"{human_bytes(r.bytes_per_token)} -> {r.bytes_per_token * r.decode_tok_s / 1e9:.2f} "
+                               f"GB/s, {100 * r.roofline_fraction:.1f}% of the read bandwidth probed after each round "
+                               f"(median {r.read_bandwidth_gb_s:.2f} GB/s)"),
+            ("KV read per token", f"{human_bytes(r.kv_bytes_per_token)} ({r.kv_type}, mean over the decode) -> "
+                                  f"weights and KV {100 * r.roofline_kv_fraction:.1f}% of the read bandwidth"),
+        ]
+    if r.paging is not None:
+        from .bench_paging import report_lines as paging_lines
+        rows += paging_lines(r.paging)
     if r.steal_rounds_s is not None and sum(r.steal_rounds_s) > 0:
         rows.append(("CPU stolen", f"{1e3 * sum(r.steal_rounds_s):.0f} ms during the decode rounds (by the "
                                    f"hypervisor; rounds: {', '.join(f'{1e3 * s:.0f}' for s in r.steal_rounds_s)} ms)"))

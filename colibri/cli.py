@@ -38,6 +38,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _paging_kwargs(args) -> dict:
+    """colibri.load's paging arguments from the flags of _paging_flags (docs/PAGING.md)."""
+    return dict(mem_budget=args.mem_budget, expert_profile=args.expert_profile, expert_slots=args.expert_slots,
+                prefetch=args.prefetch)
+
+
+def _paging_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mem-budget", default="auto", metavar="SIZE",
+                   help="memory the whole process may use, e.g. 6GiB or 1500M: a MoE model that would not fit "
+                        "pages its experts from the file (default auto: the memory available here; off: never)")
+    p.add_argument("--expert-profile", default=None, metavar="FILE",
+                   help="pin the hottest experts of an activation profile (colibri route --profile-out)")
+    p.add_argument("--expert-slots", type=_positive_int, default=None, metavar="N",
+                   help="page the experts with exactly N slots, whatever the budget")
+    p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
+                   help="paged: do not read ahead the experts the next layer's router predicts")
+
+
 def _sampling_kwargs(args) -> dict:
     return dict(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                 repetition_penalty=args.repeat_penalty, seed=args.seed)
@@ -49,7 +67,7 @@ def cmd_run(args) -> int:
 
     path = Path(args.model) if args.model else _demo_model_path()
     with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size, kv_type=args.kv_type,
-                      numa=args.numa) as model:
+                      numa=args.numa, **_paging_kwargs(args)) as model:
         if args.prompt is not None:
             for piece in model.generate(args.prompt, max_tokens=args.n_predict, stream=True,
                                         **_sampling_kwargs(args)):
@@ -109,7 +127,7 @@ def cmd_route(args) -> int:
     import colibri
 
     expected = _parse_experts(args.expected_experts) if args.expected_experts is not None else None
-    with colibri.load(args.model, threads=args.threads) as model:
+    with colibri.load(args.model, threads=args.threads, **_paging_kwargs(args)) as model:
         c = model.config
         if not c.moe_layers:
             raise UsageError(f"{args.model}: the model has no MoE layers")
@@ -120,7 +138,11 @@ def cmd_route(args) -> int:
         ids = tok.encode(args.input)
         if not ids:
             raise UsageError("--input encodes to no tokens")
-        routes = [r for r in model.route(ids) if args.layer is None or r.layer == args.layer]
+        all_routes = model.route(ids)
+        if args.profile_out:
+            from . import expert_profile
+            expert_profile.write(args.profile_out, c, expert_profile.counts_from_routes(c, all_routes), len(ids))
+        routes = [r for r in all_routes if args.layer is None or r.layer == args.layer]
         np.set_printoptions(precision=4, suppress=True, linewidth=160)
         for r in routes:
             print(f"layer {r.layer}")
@@ -240,7 +262,8 @@ def cmd_bench(args) -> int:
 
     result = run(args.model, threads=args.threads, prompt_tokens=args.prompt, gen_tokens=args.gen,
                  repeat=args.repeat, bandwidth_gb_s=args.bandwidth, profile=args.profile or args.profile_layers,
-                 profile_layers=args.profile_layers, kv_type=args.kv_type, numa=args.numa)
+                 profile_layers=args.profile_layers, kv_type=args.kv_type, numa=args.numa,
+                 **_paging_kwargs(args), decode_input=args.decode_input)
     print("\n".join(report_lines(result)))
     if args.json:
         print(json.dumps(result.as_json()))
@@ -261,7 +284,8 @@ def cmd_serve(args) -> int:
                           threads=args.threads, kv_type=args.kv_type, numa=args.numa,
                           api_key=args.api_key or os.environ.get("COLIBRI_API_KEY") or None,
                           max_queue=args.max_queue, timeout=args.timeout, max_tokens=args.max_tokens,
-                          max_body=args.max_body, batch=args.batch, prefill_chunk=args.prefill_chunk)
+                          max_body=args.max_body, batch=args.batch, prefill_chunk=args.prefill_chunk,
+                          **_paging_kwargs(args))
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -298,6 +322,7 @@ def _serve_parser(sub) -> None:
                        help="most prompt tokens per step while other sequences decode")
     serve.add_argument("--model-name", default=None, help="the model id clients use (default: from the path)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    _paging_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
 
@@ -333,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="KV cache element type (f16: half the memory, keys and values rounded)")
     _numa_flag(run)
     run.add_argument("--system", help="system message for interactive chat")
+    _paging_flags(run)
     _sampling_flags(run)
     run.set_defaults(func=cmd_run)
 
@@ -347,6 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--position", type=int, default=-1, help="token checked by --expected-experts "
                        "(default -1: the last)")
     route.add_argument("-t", "--threads", type=_positive_int, default=None)
+    route.add_argument("--profile-out", default=None, metavar="FILE",
+                       help="write the input's expert activation profile (tokens per expert and layer), "
+                            "for --expert-profile")
+    _paging_flags(route)
     route.set_defaults(func=cmd_route)
 
     inspect = sub.add_parser("inspect", help="architecture, parameters, dtypes, memory")
@@ -381,6 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where the time goes: per stage (and per thread: busy, waiting), per expert")
     bench.add_argument("--profile-layers", action="store_true", help="--profile, also per layer")
     bench.add_argument("--json", action="store_true", help="also print one JSON object as the last line")
+    _paging_flags(bench)
+    bench.add_argument("--decode-input", choices=["greedy", "random"], default="greedy",
+                       help="what each decode step is fed: its predecessor's argmax, or seeded random ids "
+                            "(greedy decoding of a random-weight model loops over a few tokens)")
     bench.set_defaults(func=cmd_bench)
     return parser
 

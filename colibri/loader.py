@@ -116,7 +116,9 @@ NUMA_MODES = ("distribute", "isolate", "none")
 
 
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
-         n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32", numa: str | None = None):
+         n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32", numa: str | None = None,
+         mem_budget: int | str | None = "auto", expert_slots: int | None = None,
+         expert_profile: str | os.PathLike | None = None, prefetch: bool = True):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
     threads: worker threads for the forward pass (None: one per physical core).
@@ -128,32 +130,52 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
     numa: None (one thread per physical core, node after node), "distribute" (cores of every NUMA
         node in turn, scratch interleaved over them), "isolate" (only the calling thread's node), or
         "none" (threads left unpinned); results are bitwise the same for every choice.
+    mem_budget: memory the whole process may use: bytes, or a size such as "6GiB" or "1500M"
+        (docs/PAGING.md). A MoE model that would not fit pages its routed experts from the file
+        into a cache of expert slots sized to the budget; the logits are the same. "auto" (the
+        default): the memory available here (cgroup limit, MemAvailable), with a one-line notice
+        on stderr when paging turns on; "off" or None: never page.
+    expert_slots: page with exactly this many expert slots, whatever the budget.
+    expert_profile: an activation profile (``colibri route --profile-out``) whose hottest experts
+        a paged model pins in its slots.
+    prefetch: a paged model reads ahead the experts the next layer's router predicts.
     """
+    from . import paging
     from .model import Model
+    from .summary import kv_bytes_per_position
 
     for name, value, low in (("threads", threads, 1), ("n_ctx", n_ctx, 1), ("n_seq", n_seq, 1),
-                             ("n_batch", n_batch, 1)):
+                             ("n_batch", n_batch, 1), ("expert_slots", expert_slots, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if kv_type not in KV_TYPES:
         raise ValueError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
     if numa is not None and numa not in NUMA_MODES:
         raise ValueError(f"numa must be one of {', '.join(NUMA_MODES)} or None, got {numa!r}")
+    budget = paging.parse_budget(mem_budget)
     path, open_source = _opener(path)
     files, config, weights, tokenizer, generation_config = open_source(path)
     native = None
     try:
+        context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
+        profile = None
+        if expert_profile is not None:
+            from . import expert_profile as profiles
+            profile = profiles.read(expert_profile, config)
+        request = paging.decide(config, weights, budget, expert_slots,
+                                kv_bytes_per_position(config, kv_type) * context_length * n_seq, str(path))
         if path.suffix == ".colibri":   # the C core maps and validates the file itself
             from .formats.native import NativeFileModel
-            native = NativeFileModel(path)
+            native = NativeFileModel(path, paged=request is not None)
         else:
             native = NativeModel(config, weights)
+            if request is not None:
+                native.add_files(files.mappings())
         check_config_matches(config, native.hparams(), str(path))
-        context_length = min(config.context_length, n_ctx or DEFAULT_CONTEXT)
         return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
                      n_batch=n_batch, kv_type=kv_type, generation_config=generation_config,
-                     placement=numa or "cores")
+                     placement=numa or "cores", paging=request, prefetch=prefetch, expert_profile=profile)
     except BaseException:
         if native is not None:
             native.close()

@@ -27,7 +27,8 @@ class Model:
 
     def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
                  threads: int, n_ctx: int, n_seq: int, n_batch: int, kv_type: str,
-                 generation_config: dict | None, placement: str = "cores"):
+                 generation_config: dict | None, placement: str = "cores", paging=None, prefetch: bool = True,
+                 expert_profile=None):
         self.path = directory
         self.config = config
         self.tokenizer = tokenizer
@@ -43,6 +44,16 @@ class Model:
         self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
         self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads,
                                   kv_type=kv_type, placement=placement)
+        self.paging = None             # a paging.PagingPlan when the experts are paged (docs/PAGING.md)
+        if paging is not None:
+            from . import paging as pager
+            try:
+                self.paging = pager.start(native, self._ctx, paging, top_k=config.top_k, where=str(directory),
+                                          prefetch=prefetch, profile_counts=expert_profile)
+            except BaseException:
+                self._ctx.close()
+                self._ctx = None
+                raise
         # token ids whose K/V sequence 0 holds after the last generation, so a
         # follow-up prompt (the next chat turn) reuses the common prefix
         self._seq0_tokens: list[int] = []
@@ -67,6 +78,22 @@ class Model:
             self.close()
         except Exception:
             pass
+
+    def paging_stats(self, reset: bool = False):
+        """The expert cache's counters (paging.PagingStats: hit rate, bytes read per token,
+        prefetch accuracy, stall time ...) since paging began or the last reset; None when the
+        model is not paged."""
+        if self.paging is None:
+            return None
+        from . import paging as pager
+        return pager.read_stats(self._context(), reset)
+
+    def expert_residency(self):
+        """[num_layers, num_experts] uint8 of a paged model: 0 not cached, 1 cached, 2 pinned."""
+        if self.paging is None:
+            raise ValueError(f"{self.path}: the model is not paged")
+        from . import paging as pager
+        return pager.residency(self._context(), self.config.num_layers, self.config.num_experts)
 
     @property
     def threads(self) -> int:

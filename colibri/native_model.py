@@ -6,6 +6,7 @@ weights are passed by address: the C core uses the mmapped bytes in place.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from dataclasses import dataclass
 from typing import Sequence
@@ -134,6 +135,12 @@ class ModelHandle:
             raise ValueError("model is closed")
         return hparams_values(_native.lib().colibri_model_hparams(self.handle).contents)
 
+    def add_files(self, mappings) -> None:
+        """Declares the files the weights were mapped from [(path, address, size)], for paging."""
+        for path, address, size in mappings:
+            if _native.lib().colibri_model_add_file(self.handle, os.fsencode(path), address, size):
+                raise ModelError(f"{path}: {_native.last_error()}")
+
     def close(self) -> None:
         if self.handle:
             _native.lib().colibri_model_free(self.handle)
@@ -212,7 +219,10 @@ class NativeContext:
             seq=_native.as_ptr(seqs, ctypes.c_int32),
             want_logits=_native.as_ptr(want, ctypes.c_int8),
         )
-        if _native.lib().colibri_forward(self.handle, ctypes.byref(batch), ctypes.byref(outputs)):
+        status = _native.lib().colibri_forward(self.handle, ctypes.byref(batch), ctypes.byref(outputs))
+        if status == _native.STATUS_IO:   # a paged expert could not be read from its file
+            raise ModelError(_native.last_error())
+        if status:
             raise ValueError(_native.last_error())
 
     def close(self) -> None:

@@ -39,7 +39,8 @@ CROSS_CC = shutil.which("s390x-linux-gnu-gcc")
 QEMU = shutil.which("qemu-s390x") or shutil.which("qemu-s390x-static")
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
 CORE = ("error", "model", "context", "threadpool", "topology", "matmul", "attention", "attention_latent", "moe",
-        "router", "forward", "profile", "native_file", "json_check", "quantize")
+        "router", "forward", "profile", "native_file", "json_check", "quantize", "expert_layout", "expert_io",
+        "expert_cache")
 KERNELS = tuple(sorted(p.stem for p in (ROOT / "csrc" / "kernels").glob("*.c") if not p.stem.startswith("cpu_")))   # portable: no ISA folder
 PROGRAM = ROOT / "tests" / "c" / "native_logits.c"
 FLAGS = ["-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc" / "include")]

@@ -118,8 +118,38 @@ def test_check_passes_then_finds_nan(model_dir, tmp_path):
     assert "model.layers.0.self_attn.q_proj.weight" in r.stderr
 
 
+def test_route_profile_out_pins_experts_of_a_paged_bench(model_dir, tmp_path):
+    """route --profile-out writes the text's expert profile; bench --expert-profile pins its
+    hottest experts in a paged run, whose JSON carries the expert cache's counters."""
+    hot = tmp_path / "hot.json"
+    text = "the cat sat on the mat and the dog sat on the cat"
+    r = colibri_cli("route", model_dir, "--input", text, "--profile-out", hot)
+    assert r.returncode == 0, r.stderr
+    profile = json.loads(hot.read_text())
+    with colibri.load(model_dir) as m:
+        n, c = len(m.tokenizer.encode(text)), m.config
+    counts = np.array(profile["counts"])                     # [L, E]
+    assert profile["tokens"] == n and counts.shape == (c.num_layers, c.num_experts)
+    assert [counts[l].sum() for l in range(c.num_layers)] == [n * c.top_k if l in c.moe_layers else 0
+                                                              for l in range(c.num_layers)]
+    r = colibri_cli("bench", model_dir, "--prompt", "8", "--gen", "4", "--repeat", "2", "-t", "1",
+                    "--expert-slots", "6", "--expert-profile", hot, "--profile", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    paged = result["paging"]
+    assert paged["plan"]["n_slots"] == 6 and paged["decode"]["pinned"] == 3
+    assert paged["decode"]["tokens"] == 8 and paged["prefill"]["tokens"] == 16
+    assert paged["decode"]["lookups"] == paged["decode"]["hits"] + paged["decode"]["misses"]
+    assert 0 <= paged["decode"]["cache_hit_rate"] <= paged["decode"]["hit_rate"] <= 1
+    assert len(paged["storage_rounds_gb_s"]) == 2 and min(paged["storage_rounds_gb_s"]) > 0
+    assert result["roofline_fraction"] is None and "expert_wait" in result["profile"]["seconds"]
+    assert "expert cache" in r.stdout and "read-ahead" in r.stdout
+
+
 @pytest.mark.parametrize("args,fragment", [
     (("run", "/nonexistent/model", "-p", "hi"), "no such file or directory"),
+    (("run", "/nonexistent/model", "-p", "hi", "--mem-budget", "lots"), "mem_budget"),
+    (("bench", "/nonexistent/model", "--mem-budget=-3G"), "mem_budget"),
     (("inspect", "/nonexistent/model"), "no such file or directory"),
     (("check", "/etc/hostname"), "not a model"),
     (("route", "/nonexistent", "--input", "x", "--expected-experts", "a,b"), "--expected-experts"),

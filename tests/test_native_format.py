@@ -191,6 +191,14 @@ def test_c_example_generates_python_greedy_ids(converted, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split("generated:")[1].split() == [str(t) for t in ids[len(prompt):]]
+    # plain C paging (docs/PAGING.md): 2 expert slots for 2 MoE layers of 6 experts, the same tokens
+    paged = subprocess.run([str(build / "colibri_run_file"), "--slots", "2", str(path), str(n_decode)]
+                           + [str(t) for t in prompt], capture_output=True, text=True, timeout=60)
+    assert paged.returncode == 0, paged.stderr
+    generated, counters = paged.stdout.split("generated:")[1].split("paging:")
+    assert generated.split() == [str(t) for t in ids[len(prompt):]]
+    lookups, hits, misses, read = (int(part.split()[0]) for part in counters.split(","))
+    assert lookups == hits + misses and misses > 0 and read >= misses * 4096
     bad = subprocess.run([str(build / "colibri_run_file"), str(tmp_path / "missing.colibri"), "2", "1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "missing.colibri: cannot open" in bad.stderr

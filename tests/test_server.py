@@ -544,3 +544,24 @@ def test_chat_page_streams_an_answer_and_draws_the_heatmap(server, tmp_path):
     assert drawn == tokens >= 1
     assert [sum(row) for row in counts] == [tokens * 2] * 4        # top-2 experts per token in each layer
     assert colours > 4                                              # cells shaded by their share
+
+
+# ---- a paged model (docs/PAGING.md) --------------------------------------------------------------------
+def test_paged_model_serves_the_same_tokens_and_exports_its_cache(tmp_path, demo):
+    """4 layers x 8 experts through 5 slots: the same greedy tokens as the resident model, and
+    the expert cache's counters on /metrics."""
+    s = Server(["-t", "1", "-np", "2", "--expert-slots", "5"], tmp_path / "server.log")
+    try:
+        s.wait_ready()
+        for text in TEXTS[:2]:
+            ids = demo.tokenizer.encode(text)
+            status, _, body = request(s.port, "POST", COMP, {"prompt": ids, "max_tokens": 16, "temperature": 0.0,
+                                                             "colibri": {"routes": True}})
+            assert status == 200
+            assert token_ids(body["choices"][0]) == demo.generate(ids, max_tokens=16, temperature=0.0).tokens
+        m = metrics(s)
+        lookups, hits, misses, read = (m[f"colibri:expert_cache_{name}_total"][0][1]
+                                       for name in ("lookups", "hits", "misses", "bytes_read"))
+        assert m["colibri:expert_cache_n_slots"][0][1] == 5 and lookups == hits + misses > 0 and read > 0
+    finally:
+        s.stop()

@@ -33,7 +33,7 @@ import numpy as np
 from ..dtypes import DTYPES
 from ..errors import ModelError
 from .files import open_regular
-from .mapping import map_weights
+from .mapping import map_weights, mapping_address
 
 __all__ = ["GGMLType", "GGML_TYPES", "GGUFTensor", "GGUFFile"]
 
@@ -193,6 +193,10 @@ class GGUFFile:
             raise
         finally:
             self._reader = None
+
+    def mappings(self) -> list[tuple[str, int, int]]:
+        """[(path, address, size)] of the file's mapping, from its byte 0."""
+        return [(self.path, mapping_address(self._mmap), len(self._mmap))]
 
     def close(self) -> None:
         """Drop this object's tensors and mapping; the mapping is unmapped once no array still views it."""

@@ -169,6 +169,10 @@ class HFCheckpoint:
         path = self.file_path(filename)
         return None if path is None else _read_json_object(path)
 
+    def mappings(self) -> list[tuple[str, int, int]]:
+        """(path, address, size) of every weight file's mapping."""
+        return [shard.mapping() for shard in self._shards]
+
     def close(self) -> None:
         """Unmap every weight file (see SafetensorsFile for the lifetime contract)."""
         for shard in self._shards:

@@ -18,3 +18,14 @@ def map_weights(fileno: int) -> mmap.mmap:
         except OSError:
             pass   # THP disabled or not for files: plain pages, nothing lost
     return mapped
+
+
+def mapping_address(mapped: mmap.mmap) -> int:
+    """The address of byte 0 of a mapping (for the C core, which pages experts from the file
+    behind it: colibri_model_add_file)."""
+    import numpy as np
+
+    view = np.frombuffer(mapped, dtype=np.uint8, count=1)   # a transient export of the buffer
+    address = view.ctypes.data
+    del view
+    return address

@@ -383,11 +383,14 @@ class NativeFile:
             mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
+        _advise(mapped, "MADV_RANDOM")   # the checks touch single pages, not the tensors around them
         try:
             header, hparams, entries, metadata = _validate(str(path), mapped)
         except BaseException:
             mapped.close()
             raise
+        _advise(mapped, "MADV_DONTNEED")   # let go of the pages checked (a paged model's experts among them)
+        _advise(mapped, "MADV_NORMAL")
         return cls(path, mapped, header, hparams, entries, metadata)
 
     def tensor_array(self, entry: Entry) -> np.ndarray:
@@ -405,6 +408,16 @@ class NativeFile:
             self._map.close()
         except BufferError:
             pass   # arrays still export the buffer; the mmap is released with the last of them
+
+
+def _advise(mapped: mmap.mmap, name: str) -> None:
+    """Linux madvise on the whole mapping, where the platform has it (best effort)."""
+    advice = getattr(mmap, name, None)
+    if advice is not None:
+        try:
+            mapped.madvise(advice)
+        except OSError:
+            pass
 
 
 def _zeros(b: mmap.mmap, start: int, end: int) -> bool:
@@ -540,12 +553,12 @@ class NativeFileModel(ModelHandle):
     contract as native_model.NativeModel (ModelHandle), so colibri.Model can own it.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, paged: bool = False):
         import ctypes
 
         lib = _native.lib()
         self.path = Path(path)
-        handle = lib.colibri_model_load(os.fsencode(self.path))
+        handle = lib.colibri_model_load_flags(os.fsencode(self.path), _native.LOAD_PAGED if paged else 0)
         if not handle:
             raise ModelError(_native.last_error())
         self.handle = handle

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .files import open_regular
-from .mapping import map_weights
+from .mapping import map_weights, mapping_address
 
 MAX_HEADER_BYTES = 100_000_000   # the safetensors crate's cap (MAX_HEADER_SIZE)
 MAX_RANK = 8
@@ -240,6 +240,10 @@ class SafetensorsFile:
         except BaseException:
             self._mmap.close()
             raise
+
+    def mapping(self) -> tuple[str, int, int]:
+        """(path, address, size) of the file's mapping, from its byte 0."""
+        return self.path, mapping_address(self._mmap), len(self._mmap)
 
     def close(self) -> None:
         """Drop the views and unmap the file (deferred to garbage collection while views live)."""

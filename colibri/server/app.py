@@ -30,7 +30,7 @@ from ..serving import Engine, GenerationParams, QueueFull
 from . import protocol as P
 from .errors import (APIError, ApiKey, BodyLimit, RequestLog, api_error_handler, error_body, http_error_handler,
                      unexpected_error_handler, validation_error_handler, value_error_handler)
-from .metrics import EngineCollector, Metrics
+from .metrics import EngineCollector, Metrics, PagingCollector
 from .openai_format import ChatFormat, ChoiceState, CompletionFormat, Format
 
 log = logging.getLogger("colibri.server")
@@ -53,6 +53,10 @@ class ServerConfig:
     max_body: int = 1 << 20       # bytes
     batch: int = 256              # most tokens of one forward step
     prefill_chunk: int = 64       # most prompt tokens per step while others decode
+    mem_budget: int | str | None = "auto"   # paging (docs/PAGING.md): as colibri.load's
+    expert_slots: int | None = None
+    expert_profile: Path | None = None
+    prefetch: bool = True
 
 
 class ServerState:
@@ -74,7 +78,9 @@ class ServerState:
         c = self.config
         try:
             model = colibri.load(c.model, threads=c.threads, n_ctx=c.n_ctx, n_seq=c.parallel,
-                                 n_batch=max(c.batch, c.parallel + 1), kv_type=c.kv_type, numa=c.numa)
+                                 n_batch=max(c.batch, c.parallel + 1), kv_type=c.kv_type, numa=c.numa,
+                                 mem_budget=c.mem_budget, expert_slots=c.expert_slots,
+                                 expert_profile=c.expert_profile, prefetch=c.prefetch)
             try:
                 engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk, observer=self.metrics)
             except BaseException:
@@ -86,6 +92,8 @@ class ServerState:
             self.on_load_failed()
             return
         self.metrics.add(EngineCollector(engine, c.model_name, list(model.config.moe_layers)))
+        if model.paging is not None:
+            self.metrics.add(PagingCollector(model, c.model_name))
         engine.start()
         self.model, self.engine = model, engine
         self.ready.set()

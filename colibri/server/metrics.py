@@ -114,3 +114,37 @@ class EngineCollector:
         for layer, value in zip(self.moe_layers, stats.load_balance()):
             balance.add_metric(name + [str(layer)], float(value))
         yield balance
+
+
+class PagingCollector:
+    """A paged model's expert cache at scrape time (docs/PAGING.md): its counters since loading
+    (hit rate = hits / lookups, prefetch accuracy = predicted_needed / needed_after_prediction,
+    bytes read per token = read_bytes / tokens, stall per token = stall_seconds / tokens)."""
+
+    COUNTERS = [("tokens", "Tokens run through forward steps."),
+                ("lookups", "Experts the MoE layers needed, once per layer and step."),
+                ("hits", "Needed experts found in a slot (cached or read ahead)."),
+                ("misses", "Needed experts read on demand."),
+                ("prefetches", "Experts read ahead as the next layer's router predicted."),
+                ("prefetch_used", "Experts read ahead and then needed."),
+                ("predicted", "Experts predicted for the next MoE layer."),
+                ("predicted_needed", "Experts a layer needed that its prediction named."),
+                ("needed_after_prediction", "Experts needed by layers that had a prediction."),
+                ("reads", "Expert reads from storage."),
+                ("bytes_read", "Bytes read from storage."),
+                ("stall_seconds", "Seconds forward steps waited for expert reads.")]
+
+    def __init__(self, model, model_name: str):
+        self.model, self.model_name = model, model_name
+
+    def collect(self):
+        stats, name = self.model.paging_stats(), [self.model_name]
+        for field, doc in self.COUNTERS:
+            family = CounterMetricFamily(f"colibri:expert_cache_{field}", doc, labels=["model_name"])
+            family.add_metric(name, getattr(stats, field))
+            yield family
+        for field, doc in (("n_slots", "Expert slots."), ("pinned", "Experts pinned in their slots."),
+                           ("slot_bytes", "Bytes of one expert slot.")):
+            family = GaugeMetricFamily(f"colibri:expert_cache_{field}", doc, labels=["model_name"])
+            family.add_metric(name, getattr(stats, field))
+            yield family

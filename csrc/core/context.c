@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "paging.h"
 #include "profile.h"
 #include "topology.h"
 #include "../kernels/quant.h"
@@ -292,6 +293,7 @@ COLIBRI_API colibri_context *colibri_context_create_params(const colibri_model *
 
 COLIBRI_API void colibri_context_free(colibri_context *ctx) {
     if (!ctx) return;
+    colibri_paging_free(ctx->paging);
     colibri_profile_free(ctx->profile);
     colibri_threadpool_free(ctx->pool);
     munmap(ctx->arena, ctx->arena_bytes);
@@ -308,6 +310,10 @@ COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx) {
 
 COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx) {
     return ctx ? ctx->kv_dtype : -1;
+}
+
+COLIBRI_API uint64_t colibri_context_arena_bytes(const colibri_context *ctx) {
+    return ctx ? (uint64_t)ctx->arena_bytes : 0;
 }
 
 COLIBRI_API int32_t colibri_context_huge_pages(const colibri_context *ctx) {

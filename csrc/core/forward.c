@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "paging.h"
 #include "profile.h"
 #include "../kernels/kernels.h"
 
@@ -175,5 +176,5 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
     }
     colibri_lm_head(ctx, batch, out);
     colibri_profile_mark(ctx, COLIBRI_STAGE_LM_HEAD, -1);
-    return COLIBRI_OK;
+    return colibri_paging_step_status(ctx);   /* a failed expert read fails the step */
 }

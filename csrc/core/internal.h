@@ -39,6 +39,14 @@ static inline int64_t colibri_score_stride(int32_t n_ctx) {
     return ((int64_t)n_ctx + 16) & ~(int64_t)15;
 }
 
+/* A file the caller mapped at `base` from offset 0 (colibri_model_add_file):
+ * where paging reads the expert tensors that point into [base, base + size). */
+typedef struct colibri_source {
+    char *path;
+    const char *base;
+    uint64_t size;
+} colibri_source;
+
 typedef struct colibri_layer {
     colibri_tensor t[COLIBRI_T_COUNT];  /* per-layer tensors by kind (expert kinds unused) */
     colibri_tensor *experts;            /* experts: [n_expert, 3] gate, up, down */
@@ -72,6 +80,8 @@ struct colibri_model {
                                     quantized type t (Q8_0, Q8_1); sizes ctx scratch xq */
     colibri_file *file;          /* the mapped file the weights live in (colibri_model_load),
                                     or NULL when the caller owns the weights' memory */
+    colibri_source *sources;     /* sources: [n_sources] files experts can be paged from */
+    int32_t n_sources;
     int finalized;
 };
 
@@ -228,6 +238,8 @@ struct colibri_context {
     colibri_scratch s;
     struct colibri_profile *profile;   /* stage timers while profiling (colibri_profile_enable),
                                           else NULL */
+    struct colibri_paging *paging;     /* the expert cache when the context pages its experts
+                                          (colibri_context_page_experts), else NULL */
 };
 
 /* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */

@@ -198,6 +198,8 @@ COLIBRI_API void colibri_model_free(colibri_model *m) {
         for (int32_t l = 0; l < m->hp.n_layer; l++) free(m->layers[l].experts);
     }
     free(m->layers);
+    for (int32_t i = 0; i < m->n_sources; i++) free(m->sources[i].path);
+    free(m->sources);
     colibri_file_close(m->file);
     free(m->rope_inv_freq);
     free(m->layer_is_moe);

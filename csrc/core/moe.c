@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "paging.h"
 #include "profile.h"
 #include "../kernels/kernels.h"
 
@@ -139,29 +140,39 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
     colibri_dispatch_build(s->sel_expert, T, k, E, s->expert_count, s->expert_start, s->sorted_pair,
                            s->pair_row);
     for (int32_t row = 0; row < T * k; row++) s->sorted_token[row] = s->sorted_pair[row] / k;
-    int32_t n_mlps = 0;
-    for (int32_t e = 0; e < E; e++) {
-        int32_t row = s->expert_start[e], n = s->expert_count[e];
-        if (n == 0) continue;
-        const colibri_tensor *w = &L->experts[(int64_t)e * COLIBRI_EXPERT_KINDS];
-        colibri_mlp *mlp = &s->mlps[n_mlps++];
-        *mlp = (colibri_mlp){.gate = &w[0], .up = &w[1], .down = &w[2], .x = s->h,
-                             .act_gate = s->eg + row * Fe, .act_up = s->eu + row * Fe, .y = s->yg + row * D, .n = n,
-                             .x_rows = s->sorted_token + row, .x_gather = s->xg + row * D, .profile_id = 1 + e};
-        if (hp->expert_bias) {   /* row e of the stacked [E, Fe] / [E, D] biases */
-            mlp->gate_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_GATE_BIAS], e * Fe};
-            mlp->up_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_UP_BIAS], e * Fe};
-            mlp->down_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_DOWN_BIAS], e * D};
-        }
-    }
-    if (hp->n_ff_shared > 0) {   /* the shared expert joins the same two pool runs */
-        s->mlps[n_mlps++] = (colibri_mlp){.gate = &L->t[COLIBRI_T_SHARED_GATE], .up = &L->t[COLIBRI_T_SHARED_UP],
-                                          .down = &L->t[COLIBRI_T_SHARED_DOWN], .x = s->h, .act_gate = s->ff_gate,
-                                          .act_up = s->ff_up, .y = s->o, .n = T};
-    }
     colibri_profile_mark(ctx, COLIBRI_STAGE_DISPATCH, layer);
-    colibri_mlp_run(ctx, s->mlps, n_mlps);
-    colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERTS, layer);
+    /* EXPERTS: one MLP per selected expert, all in one pass — or, when the
+     * context pages its experts, in waves of those whose weights are in the
+     * expert cache (expert_cache.c); each expert runs once either way */
+    colibri_paging_layer_begin(ctx, layer, T);
+    int32_t wave = 0;
+    do {
+        int32_t n_mlps = 0;
+        for (int32_t e = 0; e < E; e++) {
+            int32_t row = s->expert_start[e], n = s->expert_count[e];
+            const colibri_tensor *w = n ? colibri_expert_weights(ctx, layer, e) : NULL;   /* NULL: not this wave */
+            if (!w) continue;
+            colibri_mlp *mlp = &s->mlps[n_mlps++];
+            *mlp = (colibri_mlp){.gate = &w[0], .up = &w[1], .down = &w[2], .x = s->h,
+                                 .act_gate = s->eg + row * Fe, .act_up = s->eu + row * Fe, .y = s->yg + row * D,
+                                 .n = n, .x_rows = s->sorted_token + row, .x_gather = s->xg + row * D,
+                                 .profile_id = 1 + e};
+            if (hp->expert_bias) {   /* row e of the stacked [E, Fe] / [E, D] biases */
+                mlp->gate_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_GATE_BIAS], e * Fe};
+                mlp->up_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_UP_BIAS], e * Fe};
+                mlp->down_bias = (colibri_bias){&L->t[COLIBRI_T_EXPERT_DOWN_BIAS], e * D};
+            }
+        }
+        if (wave == 0 && hp->n_ff_shared > 0) {   /* the shared expert joins the same two pool runs */
+            s->mlps[n_mlps++] = (colibri_mlp){.gate = &L->t[COLIBRI_T_SHARED_GATE], .up = &L->t[COLIBRI_T_SHARED_UP],
+                                              .down = &L->t[COLIBRI_T_SHARED_DOWN], .x = s->h,
+                                              .act_gate = s->ff_gate, .act_up = s->ff_up, .y = s->o, .n = T};
+        }
+        colibri_profile_mark(ctx, COLIBRI_STAGE_DISPATCH, layer);
+        colibri_mlp_run(ctx, s->mlps, n_mlps);
+        colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERTS, layer);
+        wave++;
+    } while (colibri_paging_next_wave(ctx, layer));
 
     /* AGGREGATOR, then + shared expert, then the residual: token by token */
     colibri_parallel_for(ctx, T, D * (k + 2), colibri_aggregate_range, ctx);

@@ -406,8 +406,10 @@ static void colibri_model_to_host_order(colibri_model *m) {
  * big-endian ones, for colibri_model_to_host_order. MADV_HUGEPAGE (best
  * effort): pages the kernel reads in for the mapping come as large folios
  * mapped 2 MiB at a time, fewer TLB misses for a decode step streaming the
- * weights (BENCHMARKS.md). */
-static int colibri_file_map(const char *path, void **base, uint64_t *size) {
+ * weights (BENCHMARKS.md). When the experts will be paged (COLIBRI_LOAD_PAGED):
+ * MADV_RANDOM instead, so the checks touch single pages, not the expert bytes
+ * around them. */
+static int colibri_file_map(const char *path, int paged, void **base, uint64_t *size) {
     /* A FIFO, device or socket is refused before any open (opening a FIFO for reading waits
      * for a writer); O_NONBLOCK and the fstat below cover a file swapped in between. */
     struct stat st;
@@ -430,7 +432,7 @@ static int colibri_file_map(const char *path, void **base, uint64_t *size) {
         int prot = colibri_host_is_big_endian() ? PROT_READ | PROT_WRITE : PROT_READ;
         *base = mmap(NULL, (size_t)*size, prot, MAP_PRIVATE, fd, 0);
         if (*base == MAP_FAILED) rc = COLIBRI_FAIL("%s: cannot mmap (%s)", path, strerror(errno));
-        else madvise(*base, (size_t)*size, MADV_HUGEPAGE);
+        else madvise(*base, (size_t)*size, paged ? MADV_RANDOM : MADV_HUGEPAGE);
     }
     close(fd);
     return rc;
@@ -496,13 +498,21 @@ static colibri_model *colibri_file_build(const char *path, const unsigned char *
 }
 
 COLIBRI_API colibri_model *colibri_model_load(const char *path) {
+    return colibri_model_load_flags(path, 0);
+}
+
+COLIBRI_API colibri_model *colibri_model_load_flags(const char *path, uint32_t flags) {
     if (!path) {
         COLIBRI_FAIL("colibri_model_load: path is NULL");
         return NULL;
     }
+    if (flags & ~COLIBRI_LOAD_PAGED) {
+        COLIBRI_FAIL("colibri_model_load: unknown flags 0x%x", flags & ~COLIBRI_LOAD_PAGED);
+        return NULL;
+    }
     void *base = NULL;
     uint64_t size = 0;
-    if (colibri_file_map(path, &base, &size)) return NULL;
+    if (colibri_file_map(path, (flags & COLIBRI_LOAD_PAGED) != 0, &base, &size)) return NULL;
     colibri_file_header h = {0};
     colibri_model *m = NULL;
     colibri_file *f = NULL;
@@ -513,6 +523,7 @@ COLIBRI_API colibri_model *colibri_model_load(const char *path) {
         if (colibri_host_is_big_endian()) colibri_model_to_host_order(m);
         f = (colibri_file *)calloc(1, sizeof *f);
         if (!f) colibri_error_set(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
+        else if (colibri_model_add_file(m, path, base, size)) f = (free(f), NULL);   /* where paging reads */
     }
     if (!f) {
         colibri_model_free(m);

@@ -43,7 +43,8 @@ typedef enum colibri_status {
     COLIBRI_ERR_SHAPE = 2,     /* a tensor's shape or dtype is not the expected one */
     COLIBRI_ERR_MISSING = 3,   /* a required tensor was never set */
     COLIBRI_ERR_NOMEM = 4,     /* allocation failed (only at create time) */
-    COLIBRI_ERR_STATE = 5      /* call order violated (e.g. forward before finalize) */
+    COLIBRI_ERR_STATE = 5,     /* call order violated (e.g. forward before finalize) */
+    COLIBRI_ERR_IO = 6         /* reading paged expert weights from their file failed */
 } colibri_status;
 
 /* ---- element types of weights -----------------------------------------
@@ -321,6 +322,9 @@ COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx);
  * accepted for transparent huge pages (Linux MADV_HUGEPAGE), 0 if not (other
  * systems, THP disabled), -1 for a NULL context. Best effort, never an error. */
 COLIBRI_API int32_t colibri_context_huge_pages(const colibri_context *ctx);
+/* Bytes of the context's arena (KV cache and scratch, mapped lazily: what it
+ * can grow to), 0 for a NULL context. */
+COLIBRI_API uint64_t colibri_context_arena_bytes(const colibri_context *ctx);
 /* Number of positions currently cached for sequence `seq` (-1 if out of range). */
 COLIBRI_API int32_t colibri_seq_len(const colibri_context *ctx, int32_t seq);
 /* Forget everything cached for sequence `seq`. */
@@ -363,6 +367,12 @@ typedef struct colibri_file colibri_file;
  * with colibri_last_error() naming the file and the field. The model owns
  * the mapping: colibri_model_free unmaps it. */
 COLIBRI_API colibri_model *colibri_model_load(const char *path);
+/* colibri_model_load with flags: COLIBRI_LOAD_PAGED when the model's experts
+ * will be paged (colibri_context_page_experts): the file is then mapped for
+ * random access without huge pages, so validating it reads only the pages it
+ * checks, never the expert bytes around them. */
+#define COLIBRI_LOAD_PAGED 1u
+COLIBRI_API colibri_model *colibri_model_load_flags(const char *path, uint32_t flags);
 /* The metadata JSON of a model from colibri_model_load: *json points into the
  * mapping (not NUL-terminated), *len bytes, valid until the model is freed. */
 COLIBRI_API int colibri_model_metadata(const colibri_model *m, const char **json, size_t *len);
@@ -390,6 +400,97 @@ COLIBRI_API const char *colibri_isa(void);
  * error (colibri_last_error). */
 COLIBRI_API double colibri_read_bandwidth(int32_t n_threads, int64_t n_bytes, int32_t passes);
 
+/* ---- paging: models larger than memory (docs/PAGING.md) -----------------------
+ * A context can keep the routed experts of its model in a fixed arena of
+ * expert slots instead of reading them from the weights' file mappings: each
+ * slot holds one expert (its gate, up and down), filled by positioned reads of
+ * the expert's bytes from the file (O_DIRECT where the file system takes it,
+ * else buffered reads whose pages are dropped right after), by a pool of
+ * reader threads that work while the forward step computes. A MoE layer asks
+ * for every expert its router selected; hits are used in place, misses are
+ * read, and a step whose layer needs more experts than there are free slots
+ * runs them in waves, each expert read once. The next MoE layer's router,
+ * applied to this layer's input, predicts which experts to read ahead. When a
+ * slot is needed, the victim is the cached expert with the lowest use count
+ * (counts are halved every aging_tokens tokens), then the least recently used,
+ * then the lowest (layer, expert); pinned experts are never evicted.
+ * Paging changes only where the bytes come from: logits are bitwise those of
+ * the resident model. Everything else (embeddings, attention, norms, routers,
+ * shared experts, lm_head) stays in the file mappings; the mappings are advised
+ * for random access without huge pages and the expert bytes dropped from the
+ * page cache, so the process holds the resident weights, the slot arena, the
+ * context's arena and little else. */
+
+/* Declares that [base, base + size) is a read-only mapping of file `path` from
+ * its offset 0: paging reads the experts whose tensors lie there from the
+ * file. colibri_model_load declares its own file; a caller that builds a model
+ * from its own mappings declares each file. The path is copied. */
+COLIBRI_API int colibri_model_add_file(colibri_model *m, const char *path, const void *base,
+                                       uint64_t size);
+
+/* What paging the experts of a finalized model costs, in bytes. */
+typedef struct colibri_paging_sizes {
+    uint64_t slot_bytes;       /* one expert slot: an expert's byte ranges, each widened to
+                                  whole 4 KiB pages (the unit of direct reads) */
+    uint64_t resident_bytes;   /* the pages of every weight that stays resident */
+    uint64_t expert_bytes;     /* every routed expert's weights */
+    uint64_t overhead_bytes;   /* a paged context's own tables and scratch, without its slots */
+    int64_t n_experts;         /* routed experts over all MoE layers */
+    uint64_t read_bytes;       /* the largest single read: one expert's window of adjacent tensors */
+} colibri_paging_sizes;
+
+/* Fills *sizes for paging m with contexts of up to n_batch tokens per step. */
+COLIBRI_API int colibri_model_paging_sizes(const colibri_model *m, int32_t n_batch,
+                                           colibri_paging_sizes *sizes);
+
+typedef struct colibri_paging_options {
+    int64_t n_slots;           /* expert slots in the arena, >= 1 */
+    int32_t n_io_threads;      /* reader threads; <= 0: 4 */
+    int32_t prefetch;          /* 1: read ahead the experts the next MoE layer's router
+                                  predicts from this layer's input */
+    int32_t direct_io;         /* 1: O_DIRECT where the file system takes it; 0: buffered
+                                  reads, their pages dropped (POSIX_FADV_DONTNEED) */
+    int32_t aging_tokens;      /* use counts halve every this many tokens; <= 0: 256 */
+} colibri_paging_options;
+
+/* Turns paging on for ctx, before its first forward step: maps the slot arena
+ * (transparent huge pages where offered), starts the readers. Every expert
+ * tensor must lie in a file declared with colibri_model_add_file. Fails on a
+ * model without MoE layers, a big-endian host, or a context already paging. */
+COLIBRI_API int colibri_context_page_experts(colibri_context *ctx, const colibri_paging_options *opt);
+
+/* Reads the n experts (layers[i], experts[i]) into slots now and pins them
+ * there (never evicted), e.g. the hot experts of an activation profile. At
+ * least one slot must stay unpinned. */
+COLIBRI_API int colibri_paging_pin(colibri_context *ctx, const int32_t *layers, const int32_t *experts,
+                                   int32_t n);
+
+/* Counters of a paging context since paging began or the last reset. */
+typedef struct colibri_paging_stats {
+    int64_t n_slots, slot_bytes, pinned;
+    int32_t direct_io;         /* 1: every file is read with O_DIRECT */
+    int32_t huge_pages;        /* 1: the slot arena was accepted for transparent huge pages */
+    int64_t tokens;            /* tokens run through forward steps */
+    int64_t lookups;           /* experts MoE layers needed (each once per layer and step) */
+    int64_t hits;              /* of those, found in a slot (read earlier, or being read ahead) */
+    int64_t misses;            /* read on demand */
+    int64_t prefetches;        /* experts read ahead */
+    int64_t prefetch_used;     /* read ahead and then needed */
+    int64_t predicted;         /* experts predicted for the next MoE layer */
+    int64_t predicted_needed;  /* experts needed by a layer that had a prediction, and predicted */
+    int64_t needed_after_prediction;   /* experts needed by a layer that had a prediction */
+    int64_t reads;             /* expert reads issued (demand + ahead) */
+    int64_t bytes_read;        /* bytes read from storage */
+    int64_t waves;             /* expert passes beyond one per MoE layer and step */
+    double stall_seconds;      /* the forward step waiting for reads */
+} colibri_paging_stats;
+
+/* Fills *stats (reset != 0: then zeroes the counters). Fails when ctx does not page. */
+COLIBRI_API int colibri_paging_stats_read(colibri_context *ctx, colibri_paging_stats *stats, int reset);
+
+/* What the slots hold: state[l * n_expert + e] = 0 not cached, 1 cached, 2 pinned. */
+COLIBRI_API int colibri_paging_residency(const colibri_context *ctx, uint8_t *state);
+
 /* ---- profiling ------------------------------------------------------------
  * Wall time of forward steps, split by stage (and by layer). Off by default;
  * while off the timers cost one NULL test each. Each context has its own
@@ -405,6 +506,7 @@ typedef enum colibri_stage {
     COLIBRI_STAGE_AGGREGATION,    /* gated sum of the slots, shared expert gate, residual add */
     COLIBRI_STAGE_LM_HEAD,        /* final norm and output matmul of the wanted tokens */
     COLIBRI_STAGE_OTHER,          /* batch checks, embedding, RMSNorms */
+    COLIBRI_STAGE_EXPERT_WAIT,    /* paged experts: waiting for their weights to be read */
     COLIBRI_STAGE_COUNT
 } colibri_stage;
 

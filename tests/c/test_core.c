@@ -7,10 +7,13 @@
  * the same model with the dequantized weights in F32. Prints "N passed, M
  * failed"; exit 1 on failure.
  */
+#define _DEFAULT_SOURCE 1   /* mkstemp, mmap (the paging test's expert file) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "colibri.h"
 #include "internal.h"
@@ -598,6 +601,120 @@ static void test_thread_counts(int32_t dtype, int32_t kv_dtype) {
     test_free(&tm);
 }
 
+/* ---- paging ------------------------------------------------------------------------ */
+
+/* Moves the routed experts of tm (built, not finalized) into a file: each
+ * expert tensor is written at the next 64-byte boundary, the file mapped and
+ * the tensor set again as a view of the mapping, which is declared for paging.
+ * path: a mkstemp template (the caller unlinks it); *base, *size: the mapping. */
+static int test_experts_to_file(test_model *tm, char *path, void **base, size_t *size) {
+    const colibri_hparams *hp = &tm->hp;
+    int fd = mkstemp(path);
+    if (fd < 0) return -1;
+    uint64_t offsets[8][16][3], at = 0;   /* offsets: [layer][expert][kind] in the file */
+    static const char zeros[64];
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        for (int32_t e = 0; hp->layer_is_moe[l] && e < hp->n_expert; e++) {
+            for (int32_t k = 0; k < 3; k++) {
+                const colibri_tensor *t = colibri_model_tensor(tm->m, COLIBRI_T_EXPERT_GATE + k, l, e);
+                size_t n = (size_t)(t->rows * colibri_row_bytes(t->dtype, t->cols));
+                size_t pad = (size_t)((64 - at % 64) % 64);
+                if (write(fd, zeros, pad) != (ssize_t)pad || write(fd, t->data, n) != (ssize_t)n) return -1;
+                offsets[l][e][k] = at + pad;
+                at += pad + n;
+            }
+        }
+    }
+    *size = (size_t)at;
+    *base = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (*base == MAP_FAILED) return -1;
+    int rc = colibri_model_add_file(tm->m, path, *base, *size);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        for (int32_t e = 0; hp->layer_is_moe[l] && e < hp->n_expert; e++) {
+            for (int32_t k = 0; k < 3; k++) {
+                const colibri_tensor *t = colibri_model_tensor(tm->m, COLIBRI_T_EXPERT_GATE + k, l, e);
+                rc |= colibri_model_set_tensor(tm->m, COLIBRI_T_EXPERT_GATE + k, l, e,
+                                               (const char *)*base + offsets[l][e][k], t->dtype, t->rows, t->cols);
+            }
+        }
+    }
+    return rc;
+}
+
+/* The prompt (every position's logits) then 4 greedy steps: logits [10, V]. */
+static int test_trace(colibri_context *ctx, float *logits) {
+    int32_t V = colibri_context_hparams(ctx)->n_vocab, pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0};
+    int8_t want[6] = {1, 1, 1, 1, 1, 1};
+    int rc = test_step(ctx, 6, prompt, pos, seq, want, logits);
+    for (int32_t i = 0; i < 4 && !rc; i++) {
+        const float *last = logits + (int64_t)(5 + i) * V;
+        int32_t token = 0, at = 6 + i;
+        for (int32_t v = 1; v < V; v++) token = last[v] > last[token] ? v : token;
+        rc = test_step(ctx, 1, &token, &at, seq, NULL, logits + (int64_t)(6 + i) * V);
+    }
+    return rc;
+}
+
+/* Paging changes only where the expert bytes come from: contexts paging the
+ * experts of one model through 1, 2 or all 6 slots, with read-ahead or not,
+ * give the logits of a context that does not, bitwise; then the API's refusals
+ * and a file that shrinks under a paging context (COLIBRI_ERR_IO). */
+static void test_paging(int32_t dtype) {
+    test_model tm;
+    test_config(&tm, dtype);
+    CHECK(test_build(&tm, 0) == 0, "build: %s", colibri_last_error());
+    char path[] = "/tmp/colibri_test_paging_XXXXXX";
+    void *base = NULL;
+    size_t size = 0;
+    CHECK(test_experts_to_file(&tm, path, &base, &size) == 0, "experts to a file: %s", colibri_last_error());
+    CHECK(colibri_model_finalize(tm.m) == 0, "finalize: %s", colibri_last_error());
+    float want[10 * 64], got[10 * 64];   /* [10, V] */
+    colibri_context *ctx = colibri_context_create(tm.m, 16, 1, 6, 2);
+    CHECK(test_trace(ctx, want) == 0, "resident trace: %s", colibri_last_error());
+    CHECK_STATUS(colibri_paging_stats_read(ctx, &(colibri_paging_stats){0}, 0), COLIBRI_ERR_STATE);
+    colibri_context_free(ctx);
+    int64_t slots[3] = {1, 2, 6};
+    for (int i = 0; i < 6; i++) {
+        ctx = colibri_context_create(tm.m, 16, 1, 6, 1 + i % 2);
+        colibri_paging_options opt = {slots[i / 2], 2, i % 2, 1, 0};
+        CHECK(colibri_context_page_experts(ctx, &opt) == 0, "page_experts: %s", colibri_last_error());
+        memset(got, 0, sizeof got);
+        CHECK(test_trace(ctx, got) == 0, "paged trace: %s", colibri_last_error());
+        CHECK(memcmp(got, want, (size_t)10 * tm.hp.n_vocab * sizeof(float)) == 0,
+              "dtype %d, %lld slots, read-ahead %d: paged logits == resident bitwise", dtype,
+              (long long)slots[i / 2], i % 2);
+        colibri_paging_stats st;
+        CHECK(colibri_paging_stats_read(ctx, &st, 1) == 0 && st.lookups == st.hits + st.misses && st.misses > 0 &&
+              st.tokens == 10 && st.n_slots == slots[i / 2] && st.reads == st.misses + st.prefetches,
+              "stats: %lld lookups, %lld hits, %lld misses", (long long)st.lookups, (long long)st.hits,
+              (long long)st.misses);
+        colibri_paging_options again = {1, 1, 0, 1, 0};
+        CHECK_STATUS(colibri_context_page_experts(ctx, &again), COLIBRI_ERR_STATE);
+        colibri_context_free(ctx);
+    }
+    ctx = colibri_context_create(tm.m, 16, 1, 6, 2);
+    colibri_paging_options none = {0, 1, 0, 1, 0}, one = {1, 1, 0, 1, 0};
+    CHECK_STATUS(colibri_context_page_experts(ctx, &none), COLIBRI_ERR_INVALID);
+    CHECK(colibri_context_page_experts(ctx, &one) == 0, "page_experts: %s", colibri_last_error());
+    int32_t pin_layer[2] = {1, 1}, pin_expert[2] = {0, 3};
+    CHECK_STATUS(colibri_paging_pin(ctx, pin_layer, pin_expert, 1), COLIBRI_ERR_INVALID);   /* the only slot */
+    CHECK(truncate(path, 0) == 0, "truncate");   /* the file shrinks: the first miss fails the step */
+    CHECK_STATUS(test_trace(ctx, got), COLIBRI_ERR_IO);
+    CHECK(strstr(colibri_last_error(), path) != NULL, "the error names the file: %s", colibri_last_error());
+    colibri_context_free(ctx);
+    test_model other;   /* experts in memory, in no declared file */
+    test_config(&other, dtype);
+    CHECK(test_build(&other, 1) == 0, "build: %s", colibri_last_error());
+    ctx = colibri_context_create(other.m, 16, 1, 6, 1);
+    CHECK_STATUS(colibri_context_page_experts(ctx, &one), COLIBRI_ERR_INVALID);
+    colibri_context_free(ctx);
+    test_free(&other);
+    munmap(base, size);
+    unlink(path);
+    test_free(&tm);
+}
+
 /* An F16 KV cache against the F32 one: the logits of a 6-token prompt agree to
  * NMSE <= 1e-5 (keys and values rounded to f16 only); a KV type other than
  * F32 / F16 is refused. */
@@ -953,6 +1070,8 @@ int main(void) {
     test_thread_counts(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16);
     test_thread_counts(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F32);
     test_thread_counts(COLIBRI_DTYPE_Q4_1, COLIBRI_DTYPE_F32);
+    test_paging(COLIBRI_DTYPE_F32);
+    test_paging(COLIBRI_DTYPE_Q4_0);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q8_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_0, 1e-3);
     test_block_vs_dequantized(COLIBRI_DTYPE_Q4_1, 1e-3);
