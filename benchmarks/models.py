@@ -16,7 +16,26 @@ attn_k_b / attn_v_b) and .colibri (8.8 GB each).
 Every file of a shape holds the same weights: each matrix row is a row of a
 seeded random pool (per row width), picked by a hash of the tensor's Hugging
 Face name, so no file needs the others and quantizing is done once per pool.
-Norms are ones. Speed does not depend on the values, only on shapes and types.
+Norms are ones. Speed does not depend on the values, only on shapes and types
+— except, once experts are paged from storage (docs/PAGING.md), on which
+experts the routers pick. Random routers do not pick evenly here: the hidden
+states of these random models are dominated by what attention averages over
+the context, so within a prompt a few experts win most tokens. The paging
+benchmark's GGUF files (routing "uniform" or "zipf", files SHAPE-uniform-... /
+SHAPE-zipf-...) are changed twice after writing. Their token embeddings are
+scaled by EMBEDDING_SCALE (each Q4_0 block's scale), so that every layer's
+input is mostly the current token's own embedding and routing follows the
+token, as in trained models, rather than the context. Then their routers are
+calibrated (calibrate_routers): each MoE layer's router W [E, D] is replaced by A W, A the
+inverse square root of the second moment of its logits over 8 prompts of 64
+random tokens (Colibri's own routes, two passes; the benchmarks' prompts are
+that long, and these models' hidden states drift with the position), so those
+logits become uncorrelated with unit variance and every expert about equally
+likely ("uniform"); "zipf" then
+scales the row of the expert ranked r (a seeded permutation per layer) by
+(r + 1)^-ZIPF_ALPHA[shape] (their mean kept 1): its logits spread wider, so it
+lands in the top-k more often, as the popular experts of trained models do.
+BENCHMARKS.md gives the popularity this measures.
 """
 from __future__ import annotations
 
@@ -54,18 +73,30 @@ SHAPES = {
                                              rope_scaling=dict(type="yarn", factor=40.0, mscale=0.707,
                                                                mscale_all_dim=0.707, beta_fast=32, beta_slow=1,
                                                                original_max_position_embeddings=4096))),
+    "qwen3-30b-a3b": ("qwen3_moe", dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                                        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4,
+                                        head_dim=128, num_experts=128, num_experts_per_tok=8,
+                                        moe_intermediate_size=768, norm_topk_prob=True)),
 }
 # The files each shape is measured in (default: GGUF and .colibri at q8_0 and q4_0). gpt-oss is
 # measured as it ships: MXFP4 experts, the other matrices at Q8_0 (GGUF only: .colibri cannot hold
-# gpt-oss's attention and MLP variants yet).
-FILES = {"gpt-oss-20b": ("gguf-mxfp4",), "deepseek-v2-lite": ("gguf-q4_0", "colibri-q4_0")}
+# gpt-oss's attention and MLP variants yet). The Qwen3-30B-A3B shape is for the paging benchmark.
+FILES = {"gpt-oss-20b": ("gguf-mxfp4",), "deepseek-v2-lite": ("gguf-q4_0", "colibri-q4_0"),
+         "qwen3-30b-a3b": ("gguf-q4_0",)}
+# the "zipf" routers' skew per shape (module docstring): the 20% most popular experts of a layer
+# draw about half of the routings on random inputs
+ZIPF_ALPHA = {"mixtral-small": 0.6, "olmoe-1b-7b": 0.6, "qwen3-30b-a3b": 0.35}
+ROUTINGS = ("uniform", "zipf")
+CALIBRATION_PROMPTS, CALIBRATION_TOKENS = 8, 64
+EMBEDDING_SCALE = 100.0
 COMMON = dict(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
               bos_token_id=1, eos_token_id=2)
 CONFIG_CLASSES = {"mixtral": "MixtralConfig", "olmoe": "OlmoeConfig", "gpt_oss": "GptOssConfig",
-                  "deepseek_v2": "DeepseekV2Config"}
+                  "deepseek_v2": "DeepseekV2Config", "qwen3_moe": "Qwen3MoeConfig"}
 QTYPES = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0, "mxfp4": GGMLQuantizationType.MXFP4}
 COLIBRI_DTYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
-GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2"}
+GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2",
+             "qwen3_moe": "qwen3moe"}
 FILE_TYPE = {"q8_0": 7, "q4_0": 2, "mxfp4": 38}   # llama_ftype: MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_MXFP4_MOE
 # llama.cpp tensor names by Colibri tensor kind ({l}: layer; expert kinds name the stacked tensor)
 GGUF_NAMES = {
@@ -266,6 +297,8 @@ def write_gguf(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
         w.add_feed_forward_length(c.expert_intermediate_size)
         w.add_key_length(c.head_dim)
         w.add_value_length(c.head_dim)
+    if arch == "qwen3moe":
+        w.add_expert_feed_forward_length(c.expert_intermediate_size)
     w.add_rope_freq_base(float(s.hf_config.rope_parameters["rope_theta"]))
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     w.add_expert_count(c.num_experts)
@@ -313,18 +346,78 @@ def write_colibri(s: Shape, weights: Weights, qtype: str, path: Path) -> None:
     native.write_native(path, s.config, s.slots, tensor, metadata)
 
 
+# ---- routers for paging ----------------------------------------------------------------------
+def scale_embedding(path: Path, factor: float) -> None:
+    """Multiplies the Q4_0 token embedding of a GGUF file by factor in place (each block's f16 scale)."""
+    from colibri.formats.gguf import GGUFFile
+
+    with GGUFFile(path) as g:
+        t = g.tensors["token_embd.weight"]
+        assert t.type_name == "Q4_0", t.type_name
+        offset, n_blocks = t.offset, t.nbytes // 18
+    blocks = np.memmap(path, dtype=np.dtype([("d", "<f2"), ("qs", "u1", 16)]), mode="r+", offset=offset,
+                       shape=(n_blocks,))
+    blocks["d"] = (blocks["d"].astype(np.float32) * np.float32(factor)).astype(np.float16)
+    blocks.flush()
+    del blocks
+
+
+def calibrate_routers(path: Path, shape_name: str, routing: str, *, mem_budget="auto", passes: int = 2,
+                      log=print) -> None:
+    """Rewrites the router tensors of a GGUF file in place (module docstring): whitened on the
+    logits Colibri's routes give over CALIBRATION_PROMPTS random prompts of CALIBRATION_TOKENS,
+    then Zipf-scaled for routing "zipf"."""
+    import colibri
+    from colibri.formats.gguf import GGUFFile
+
+    rng = np.random.default_rng(2024)
+    for n in range(passes):
+        log(f"{path.name}: calibrating the routers, pass {n + 1} of {passes}")
+        with colibri.load(path, threads=2, n_ctx=CALIBRATION_TOKENS, n_batch=CALIBRATION_TOKENS,
+                          mem_budget=mem_budget) as m:
+            c = m.config
+            logits = {}                                                        # layer -> [T, E]
+            for _ in range(CALIBRATION_PROMPTS):
+                for r in m.route(rng.integers(0, c.vocab_size, CALIBRATION_TOKENS).tolist()):
+                    logits.setdefault(r.layer, []).append(r.router_logits.astype(np.float64))
+            logits = {layer: np.concatenate(rows) for layer, rows in logits.items()}
+        with GGUFFile(path) as g:
+            where = {l: g.tensors[f"blk.{l}.ffn_gate_inp.weight"].offset for l in logits}
+        for layer, L in logits.items():
+            values, vectors = np.linalg.eigh(L.T @ L / len(L))                  # second moment [E, E]
+            inverse_root = (vectors / np.sqrt(np.maximum(values, 1e-12 * values.max()))) @ vectors.T
+            w = np.memmap(path, dtype="<f4", mode="r+", offset=where[layer], shape=(c.num_experts, c.hidden_size))
+            w[:] = (inverse_root @ w.astype(np.float64)).astype(np.float32)
+            w.flush()
+            del w
+    if routing == "zipf":
+        for layer in logits:
+            rank = np.random.default_rng(1000 + layer).permutation(c.num_experts)     # [E] each expert's rank
+            scale = (rank + 1.0) ** -ZIPF_ALPHA[shape_name]                            # [E]
+            w = np.memmap(path, dtype="<f4", mode="r+", offset=where[layer], shape=(c.num_experts, c.hidden_size))
+            w[:] = w * (scale / scale.mean()).astype(np.float32)[:, None]
+            w.flush()
+            del w
+
+
 # ---- the cache ------------------------------------------------------------------------------
-def ensure(root: Path, shape_name: str, *, hf: bool, log=print) -> dict[str, Path]:
+def ensure(root: Path, shape_name: str, *, hf: bool, log=print, routing: str | None = None,
+           only: tuple[str, ...] | None = None) -> dict[str, Path]:
     """Paths of every model file of `shape_name` under root, writing the missing ones:
-    {"gguf-q8_0", "gguf-q4_0", "colibri-q8_0", "colibri-q4_0"} and, with hf, "hf-bf16"."""
+    {"gguf-q8_0", "gguf-q4_0", "colibri-q8_0", "colibri-q4_0"} and, with hf, "hf-bf16"
+    (only: just those keys). routing "uniform" / "zipf": GGUF files with calibrated routers
+    (calibrate_routers; files SHAPE-uniform-... / SHAPE-zipf-...)."""
     root.mkdir(parents=True, exist_ok=True)
     s, weights = shape(shape_name), Weights()
+    stem = shape_name if routing is None else f"{shape_name}-{routing}"
     paths = {}
     for key in FILES.get(shape_name, ("gguf-q8_0", "gguf-q4_0", "colibri-q8_0", "colibri-q4_0")):
         kind, qtype = key.split("-")
-        paths[key] = root / f"{shape_name}-{qtype}.{kind}"
+        paths[key] = root / f"{stem}-{qtype}.{kind}"
     if hf and shape_name not in FILES:
-        paths["hf-bf16"] = root / f"{shape_name}-hf-bf16"
+        paths["hf-bf16"] = root / f"{stem}-hf-bf16"
+    if only is not None:
+        paths = {key: path for key, path in paths.items() if key in only}
     for key, path in paths.items():
         if path.exists():
             continue
@@ -335,6 +428,12 @@ def ensure(root: Path, shape_name: str, *, hf: bool, log=print) -> dict[str, Pat
             write_hf(s, weights, partial)
         elif kind == "gguf":
             write_gguf(s, weights, qtype, partial)
+            if routing is not None:   # colibri.load knows a GGUF file by its suffix
+                calibrating = partial.with_name(path.stem + ".calibrating.gguf")
+                partial.rename(calibrating)
+                scale_embedding(calibrating, EMBEDDING_SCALE)
+                calibrate_routers(calibrating, shape_name, routing, log=log)
+                calibrating.rename(partial)
         else:
             write_colibri(s, weights, qtype, partial)
         partial.rename(path)
