@@ -5,18 +5,21 @@ of the budget, on the same GGUF file.
                                 [--threads 2] [--prompt 64] [--gen 16] [--repeat 3] [--cold] [--out FILE]
 
 Per case (shape, routing, budget; CASES):
-  1. the model file (benchmarks/models.py: GGUF Q4_0, written once; "zipf" routers skewed as
-     its docstring says), and how skewed its routing measures: Colibri's routes over 256 random
-     tokens, the share of routings the 20% most used experts of each layer draw (mean over layers);
+  1. the model file (benchmarks/models.py: GGUF Q4_0, written once; routing led by the token,
+     routers "uniform" or "zipf" as its docstring says), and how skewed its routing measures:
+     Colibri's routes over 8 prompts of 64 random tokens, the share of routings the 20% most used
+     experts of each layer draw (mean over layers);
   2. the storage read rate, probed by this process right before and right after each engine's
      run (random O_DIRECT reads of one expert window's size, 4 threads, 2 s; `colibri bench` also
      probes right after each of its rounds, and its share of the storage limit pairs each round
      with its own probe);
   3. `colibri bench --mem-budget B` inside a fresh cgroup of B, then llama.cpp (llama-cpp-python
      with --no-repack: the weights stay in their mmap; repacking copies them and is OOM-killed)
-     inside a fresh cgroup of B, the same protocol (benchmarks/reference_engines.py): decode and
-     prefill tok/s, bytes read from storage per decode token (/proc/self/io), and the cgroup's
-     peak memory, failcnt (times the kernel had to enforce the limit) and OOM kills;
+     inside a fresh cgroup of B, the same protocol (benchmarks/reference_engines.py; the decode
+     steps fed seeded random token ids, since greedy decoding of these random models soon loops
+     over a few tokens and so would their routing): decode and prefill tok/s, bytes read from
+     storage per decode token (/proc/self/io), and the cgroup's peak memory, failcnt (times the
+     kernel had to enforce the limit) and OOM kills;
   4. logits: Colibri paged inside a cgroup of B against Colibri resident (no cgroup, no budget),
      a 12-token prompt, bitwise;
   5. with --cold: each engine's time to first token inside a cgroup of B, from a page cache
@@ -68,23 +71,15 @@ def child_logits(path: str, budget: str, out: str) -> None:
 
 
 def child_popularity(path: str, budget: str) -> None:
-    """How skewed the routing is: per MoE layer, the share of the routings of 4 prompts of 64
+    """How skewed the routing is: per MoE layer, the share of the routings of 8 prompts of 64
     random tokens (other than the calibration's) that the 10% / 20% / 50% most used experts
     draw; means over the layers."""
-    import colibri
-
-    with colibri.load(path, threads=2, n_ctx=64, n_batch=64, mem_budget=budget) as m:
-        c = m.config
-        rng = np.random.default_rng(3)
-        counts = np.zeros((c.num_layers, c.num_experts), dtype=np.int64)   # [L, E]
-        for _ in range(4):
-            for r in m.route(rng.integers(0, c.vocab_size, 64).tolist()):
-                counts[r.layer] += np.bincount(r.experts.reshape(-1), minlength=c.num_experts)
-        shares = {10: [], 20: [], 50: []}
-        for layer in c.moe_layers:
-            ranked = np.sort(counts[layer])[::-1]                                  # [E]
-            for pct in shares:
-                shares[pct].append(ranked[:max(1, c.num_experts * pct // 100)].sum() / ranked.sum())
+    c, _, experts = models.batched_routes(Path(path), 8, 64, seed=3, mem_budget=budget)
+    shares = {10: [], 20: [], 50: []}
+    for layer in c.moe_layers:
+        ranked = np.sort(np.bincount(experts[layer].reshape(-1), minlength=c.num_experts))[::-1]   # [E]
+        for pct in shares:
+            shares[pct].append(ranked[:max(1, c.num_experts * pct // 100)].sum() / ranked.sum())
     print(json.dumps({f"top{pct}_share": float(np.mean(v)) for pct, v in shares.items()}))
 
 
@@ -175,11 +170,12 @@ def run_case(name: str, args, log) -> dict:
         if engine == "colibri":
             command = [sys.executable, "-m", "colibri", "bench", str(path), "--mem-budget", str(budget), "-t",
                        str(args.threads), "--prompt", str(args.prompt), "--gen", str(args.gen), "--repeat",
-                       str(args.repeat), "--json"]
+                       str(args.repeat), "--decode-input", args.decode_input, "--json"]
         else:
             command = [sys.executable, str(HERE / "reference_engines.py"), "llama.cpp", str(path), "--vocab",
                        str(vocab), "-t", str(args.threads), "--prompt", str(args.prompt), "--gen", str(args.gen),
-                       "--repeat", str(args.llama_repeat), "--no-repack", "--no-probe"]
+                       "--repeat", str(args.llama_repeat), "--no-repack", "--no-probe", "--decode-input",
+                       args.decode_input]
         row = {"engine": engine, **in_cgroup(name, budget, command, args.timeout)}
         row["storage_probe_gb_s"] = [before, storage_probe(path, read_bytes)]
         row["load_1min"] = os.getloadavg()[0]
@@ -255,6 +251,9 @@ def main() -> None:
     p.add_argument("--gen", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3, help="Colibri's rounds (medians)")
     p.add_argument("--llama-repeat", type=int, default=1, help="llama.cpp's rounds (slow under the limit)")
+    p.add_argument("--decode-input", choices=["greedy", "random"], default="random",
+                   help="what each decode step is fed (colibri bench --decode-input): greedy decoding of these "
+                        "random models soon loops over a few tokens, and so would their routing")
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--cold", action="store_true", help="also time to the first token, the file not in the page cache")
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODELS/paging-results.json)")
