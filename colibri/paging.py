@@ -244,6 +244,11 @@ def decide(config, weights, budget, expert_slots: int | None, kv_bytes: int, whe
     from .summary import human_bytes
 
     moe = bool(config.moe_layers) and config.num_experts > 0
+    # experts stored in another layout (gpt-oss's Hugging Face gate_up_proj) are copied at load:
+    # there are no bytes in the file to read them back from
+    converted = moe and any(slot.expert >= 0 and not ref.in_place for slot, ref in weights)
+    cannot_page = (f"{where}: its routed experts are converted at load (not used in place from the file), "
+                   "so they cannot be paged; page a GGUF file of it instead")
 
     def need(limit: int) -> int:   # the whole model resident, with the margin a budget of `limit` keeps
         return model_bytes(weights) + kv_bytes + process_rss() + margin(limit, 0, 0)
@@ -251,6 +256,8 @@ def decide(config, weights, budget, expert_slots: int | None, kv_bytes: int, whe
     if expert_slots is not None:
         if not moe:
             raise ValueError(f"expert_slots: {where} has no routed experts to page")
+        if converted:
+            raise ValueError(f"expert_slots: {cannot_page}")
         return PagingRequest(None, "expert_slots", expert_slots, need(0), False)
     if budget is None:
         return None
@@ -267,6 +274,12 @@ def decide(config, weights, budget, expert_slots: int | None, kv_bytes: int, whe
             return None   # nothing to page: run as today, the kernel pages the weights
         raise ValueError(f"mem_budget {human_bytes(budget)} is too small for {where}: it needs about "
                          f"{human_bytes(need(budget))} and has no routed experts to page")
+    if converted:
+        if not auto:
+            raise ValueError(f"mem_budget {human_bytes(budget)}: {cannot_page}")
+        sys.stderr.write(f"colibri: {where} needs about {human_bytes(need(budget))}, more than the "
+                         f"{human_bytes(budget)} available ({source}); {cannot_page.split(': ', 1)[1]}\n")
+        return None
     return PagingRequest(budget, source, None, need(budget), auto)
 
 

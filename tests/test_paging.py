@@ -31,8 +31,10 @@ from conftest import token_ids
 from gguf_export import export_gguf
 
 ROOT = Path(__file__).resolve().parent.parent
-# odd shapes: 8 experts top-4; shared expert + a dense layer; 5 experts top-2; a dense first layer
-MODELS = ["olmoe-c", "qwen2_moe-a", "mixtral-a", "qwen3_moe-b"]
+# odd shapes: 8 experts top-4; shared expert + a dense layer; 5 experts top-2; a dense first layer;
+# the other routing rules: group-limited greedy over 12 experts (V2), sigmoid + selection bias over
+# groups with a dense first layer (V3); gpt-oss (expert and router biases) pages from GGUF below
+MODELS = ["olmoe-c", "qwen2_moe-a", "mixtral-a", "qwen3_moe-b", "deepseek_v2-c", "deepseek_v3-a"]
 
 
 def _trace(model, prompt: list[int], n_decode: int) -> np.ndarray:
@@ -75,17 +77,21 @@ def test_paged_logits_equal_resident_bitwise(tiny_model_factory, name):
                 assert st.prefetches == st.predicted == 0
 
 
-@pytest.mark.parametrize("qtype", ["q8_0", "q4_0"])
-def test_paged_gguf_and_native_equal_resident(tiny_model_factory, tmp_path, qtype):
+@pytest.mark.parametrize("name,qtype", [("olmoe-c", "q8_0"), ("olmoe-c", "q4_0"), ("gpt_oss-a", "q8_0"),
+                                        ("deepseek_v3-a", "q4_0")])
+def test_paged_gguf_and_native_equal_resident(tiny_model_factory, tmp_path, name, qtype):
     """GGUF keeps an expert's gate, up and down in three [E, ...] stacks (three reads); the native
-    format keeps them adjacent (one read). Either way the same bytes reach the kernels."""
+    format keeps them adjacent (one read). Either way the same bytes reach the kernels; gpt-oss's
+    per-expert biases stay resident beside them."""
     from colibri.convert import convert
 
-    tiny = tiny_model_factory("olmoe-c")
-    gguf = tmp_path / f"olmoe-{qtype}.gguf"
+    tiny = tiny_model_factory(name)
+    gguf = tmp_path / f"{name}-{qtype}.gguf"
     export_gguf(tiny.reference, tiny.path, gguf, qtype)
-    native = convert(gguf, tmp_path / f"olmoe-{qtype}.colibri", "keep", progress=False)
-    for path in (gguf, native):
+    paths = [gguf]
+    if name != "gpt_oss-a":   # the .colibri format does not hold gpt-oss yet
+        paths.append(convert(gguf, tmp_path / f"{name}-{qtype}.colibri", "keep", progress=False))
+    for path in paths:
         with colibri.load(path, threads=2, n_batch=4, mem_budget="off") as m:
             prompt = token_ids(m.config.vocab_size, 11, seed=7)
             want = _trace(m, prompt, 5)
@@ -93,6 +99,23 @@ def test_paged_gguf_and_native_equal_resident(tiny_model_factory, tmp_path, qtyp
             assert np.array_equal(_trace(m, prompt, 5), want), path
             st = m.paging_stats()
             assert st.misses > 0 and st.waves > 0
+
+
+def test_experts_converted_at_load_are_not_paged(tiny_model_factory, monkeypatch, capsys):
+    """gpt-oss's Hugging Face experts are transposed into memory at load: nothing in the file to
+    page from. An explicit request is refused with one line; `auto` says so and loads whole."""
+    tiny = tiny_model_factory("gpt_oss-a")
+    for kwargs in (dict(expert_slots=2), dict(mem_budget="1MiB")):
+        with pytest.raises(ValueError, match=r"converted at load .* cannot be paged; page a GGUF file") as e:
+            colibri.load(tiny.path, threads=1, **kwargs)
+        assert "\n" not in str(e.value)
+    monkeypatch.setattr(paging, "available_memory", lambda: (1 << 20, "a test limit"))
+    capsys.readouterr()
+    with colibri.load(tiny.path, threads=1, mem_budget="auto") as m:
+        assert m.paging is None
+        assert m.logits([1, 2, 3]).shape == (3, m.config.vocab_size)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "(a test limit)" in err[0] and "cannot be paged" in err[0], err
 
 
 # ---- the eviction rule ----------------------------------------------------------------------------
