@@ -115,8 +115,13 @@ def in_cgroup(name: str, budget: int, command: list[str], timeout: float) -> dic
     group = MemoryCgroup.create(f"colibri-paging-{name}-{os.getpid()}", budget)
     try:
         start = time.perf_counter()
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, preexec_fn=group.join,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])})
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, preexec_fn=group.join,
+                                  env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])})
+        except subprocess.TimeoutExpired:
+            return {"wall_s": time.perf_counter() - start, "exit": None, "error": f"timed out after {timeout:.0f} s",
+                    "cgroup_peak_bytes": group.peak(), "cgroup_failcnt": group.failcnt(),
+                    "cgroup_oom_kills": group.oom_kills()}
         wall = time.perf_counter() - start
         out = {"wall_s": wall, "exit": proc.returncode, "cgroup_peak_bytes": group.peak(),
                "cgroup_failcnt": group.failcnt(), "cgroup_oom_kills": group.oom_kills()}
