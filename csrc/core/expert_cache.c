@@ -106,12 +106,6 @@ struct colibri_paging {
     char error[320];              /* the first failed read of the current step */
 };
 
-static double colibri_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- readers ------------------------------------------------------------------------ */
 
 /* Takes the first urgent slot of the queue, else the first one. Under mu. */
