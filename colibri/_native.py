@@ -71,6 +71,7 @@ class Hparams(ctypes.Structure):
         ("kv_lora_rank", ctypes.c_int32), ("q_lora_rank", ctypes.c_int32),
         ("head_dim_nope", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
         ("latent_norm_eps", ctypes.c_float),
+        ("rope_dim", ctypes.c_int32),
     ]
 
 

@@ -56,13 +56,18 @@ COMMON_KEYS = {
 }
 
 
+def _holds(value, want: "bool | tuple") -> bool:
+    """A metadata value meets a GGUFMapping.when entry: set (True), unset or 0 (False), or one of
+    a tuple's values."""
+    return value in want if isinstance(want, tuple) else bool(value) == want
+
+
 def architecture_for(gguf: GGUFFile):
     name = gguf.metadata.get("general.architecture")
-    has_experts = bool(gguf.metadata.get(f"{name}.expert_count"))
     for model_type in SUPPORTED:
         arch = architecture(model_type)
-        if (arch.gguf and arch.gguf.arch == name and arch.gguf.has_experts == has_experts
-                and all(gguf.metadata.get(f"{name}.{key}") in values for key, values in arch.gguf.requires.items())):
+        if arch.gguf and arch.gguf.arch == name and all(
+                _holds(gguf.metadata.get(f"{name}.{key}"), want) for key, want in arch.gguf.when.items()):
             return arch
     known = sorted({architecture(t).gguf.arch for t in SUPPORTED})
     raise ModelError(f"{gguf.path}: general.architecture {name!r} is not supported (supported: {', '.join(known)})")
@@ -102,8 +107,16 @@ def hf_config_from_gguf(gguf: GGUFFile, arch) -> dict[str, Any]:
             config[key.split(".")[-1]] = meta[key]
     if "rope_freqs.weight" in gguf.tensors:
         raise ModelError(f"{gguf.path}: tensor 'rope_freqs.weight' (per-frequency RoPE factors) is not supported yet")
-    if arch.gguf.fill:
-        arch.gguf.fill(meta, prefix, config)
+    rope_dim, heads = meta.get(prefix + "rope.dimension_count"), config.get("num_attention_heads")
+    head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if isinstance(heads, int) and heads
+                                          else None)
+    if isinstance(rope_dim, int) and isinstance(head_dim, int) and 0 < rope_dim < head_dim:
+        config["rotary_dim"] = rope_dim   # partial RoPE
+    if arch.gguf.adjust is not None:
+        try:
+            arch.gguf.adjust(meta, prefix, gguf.tensors, config)
+        except ModelError as e:
+            raise ModelError(f"{gguf.path}: {e}") from None
     return config
 
 

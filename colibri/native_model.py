@@ -73,6 +73,7 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         kv_lora_rank=config.kv_lora_rank, q_lora_rank=config.q_lora_rank,
         head_dim_nope=config.qk_nope_head_dim, head_dim_v=config.v_head_dim,
         latent_norm_eps=config.latent_norm_eps if config.is_latent else 0.0,
+        rope_dim=config.rope_dim,
     )
     return hp, (inv_freq, layer_is_moe, layer_window)
 

@@ -65,6 +65,22 @@ TINY_MODELS = {
     "olmoe-c": ("olmoe", dict(vocab_size=95, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
                               num_attention_heads=8, num_key_value_heads=2, num_experts=8, num_experts_per_tok=4,
                               eos_token_id=94)),
+    # V3 routing in 4 groups of 3 (2 kept), scaled; qk-norm, q/k/v biases, half the head rotated, one
+    # leading dense layer, one shared expert
+    "glm4_moe-a": ("glm4_moe", dict(vocab_size=103, hidden_size=40, intermediate_size=52, moe_intermediate_size=18,
+                                    num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+                                    n_routed_experts=12, num_experts_per_tok=3, n_group=4, topk_group=2,
+                                    first_k_dense_replace=1, n_shared_experts=1, norm_topk_prob=True,
+                                    routed_scaling_factor=2.5, use_qk_norm=True, attention_bias=True,
+                                    eos_token_id=102)),
+    # no groups, not renormalised, no leading dense layer, two shared experts, 3/4 of the head rotated, tied
+    "glm4_moe-b": ("glm4_moe", dict(vocab_size=90, hidden_size=64, intermediate_size=44, moe_intermediate_size=32,
+                                    num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+                                    n_routed_experts=6, num_experts_per_tok=2, n_group=1, topk_group=1,
+                                    first_k_dense_replace=0, n_shared_experts=2, norm_topk_prob=False,
+                                    tie_word_embeddings=True, eos_token_id=89,
+                                    rope_parameters=dict(rope_type="default", rope_theta=5000.0,
+                                                         partial_rotary_factor=0.75))),
     "llama-a": ("llama", dict(vocab_size=91, hidden_size=40, intermediate_size=72, num_hidden_layers=2,
                               num_attention_heads=5, num_key_value_heads=1, eos_token_id=90,
                               rope_parameters=dict(rope_type="llama3", rope_theta=50000.0, factor=8.0,
@@ -160,6 +176,7 @@ _CLASSES = {
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
+    "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
 }
 
 
@@ -194,9 +211,9 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
     config = config_cls(**{**COMMON, **kwargs})
     torch.manual_seed(sum(map(ord, name)))
     model = _eager_experts(model_cls(config).eval())
-    # Norm weights default to ones, biases and routers' selection biases to zeros; randomise them so
-    # a mis-applied norm or bias cannot pass. Attention sinks get logits as large as the scores
-    # they compete with.
+    # Norm weights default to ones and biases (selection biases included) to zeros; randomise them so
+    # a mis-applied norm or bias cannot pass. Attention sinks get logits as large as the scores they
+    # compete with.
     with torch.no_grad():
         for pname, param in model.named_parameters():
             if pname.endswith("norm.weight"):
@@ -205,9 +222,9 @@ def build_tiny_model(name: str, root: Path) -> TinyModel:
                 param.copy_(0.2 * torch.randn_like(param))
             elif pname.endswith("sinks"):
                 param.copy_(torch.randn_like(param))
-        for bname, buffer in model.named_buffers():
-            if bname.endswith("e_score_correction_bias"):
-                buffer.copy_(0.05 * torch.randn_like(buffer))
+        for pname, tensor in [*model.named_parameters(), *model.named_buffers()]:
+            if pname.endswith("e_score_correction_bias"):
+                tensor.copy_(0.1 * torch.randn_like(tensor))
     path = root / name
     model.save_pretrained(path)
     model_bf16 = _eager_experts(model_cls(config).eval())

@@ -3,11 +3,17 @@
 Independent of Colibri's reader: names, metadata and the llama q/k row permutation follow
 llama.cpp's convert_hf_to_gguf conventions; the bytes are written by the `gguf` package, and
 quantized by it where it has a quantizer (block types it lacks one for, such as the K types,
-by the `quantizer` the caller passes).
+by the `quantizer` the caller passes). The families added later (FAMILIES) take their tensor
+names from the `gguf` package's own name table (gguf.get_tensor_name_map, llama.cpp's), after the
+converter's renames, expert stacking and splits.
 """
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
+import gguf
 from gguf import ExpertGatingFuncType, GGMLQuantizationType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
@@ -178,6 +184,9 @@ def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_
 
     cfg = model.config
     model_type = cfg.model_type
+    if model_type in FAMILIES:
+        _export_family(checkpoint_dir, path, qtype)
+        return
     arch = GGUF_ARCH[model_type]
     if state is not None:
         sd = {k: v.detach().float().numpy() for k, v in state.items()}
@@ -277,6 +286,91 @@ def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_
             put(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
             put(b + "ffn_up.weight", sd[p + "mlp.up_proj.weight"])
             put(b + "ffn_down.weight", sd[p + "mlp.down_proj.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# ---- the later families: metadata as each converter class writes it, names from gguf's table ----
+
+FAMILIES = {"glm4_moe": gguf.MODEL_ARCH.GLM4_MOE}
+
+
+def _common_metadata(w: GGUFWriter, hp: dict, block_count: int) -> None:
+    """TextModel.set_gguf_parameters: the keys every converter class starts from."""
+    w.add_block_count(block_count)
+    w.add_context_length(hp["max_position_embeddings"])
+    w.add_embedding_length(hp["hidden_size"])
+    w.add_feed_forward_length(hp["intermediate_size"])
+    w.add_head_count(hp["num_attention_heads"])
+    w.add_head_count_kv(hp["num_key_value_heads"])
+    w.add_rope_freq_base(hp["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(hp["rms_norm_eps"])
+    for key, add in ((("num_local_experts", "num_experts", "n_routed_experts"), w.add_expert_count),
+                     (("num_experts_per_tok",), w.add_expert_used_count),
+                     (("n_group",), w.add_expert_group_count), (("topk_group",), w.add_expert_group_used_count)):
+        value = next((hp[k] for k in key if hp.get(k) is not None), None)
+        if value is not None:
+            add(value)
+    if hp.get("head_dim") is not None:
+        w.add_key_length(hp["head_dim"])
+        w.add_value_length(hp["head_dim"])
+
+
+def _glm4_moe(w: GGUFWriter, hp: dict) -> int:
+    """Glm4MoeModel: block_count counts the MTP layers; partial RoPE dims; sigmoid gating."""
+    nextn = hp.get("num_nextn_predict_layers") or 0
+    _common_metadata(w, hp, hp["num_hidden_layers"] + nextn)
+    head_dim = hp.get("head_dim") or hp["hidden_size"] // hp["num_attention_heads"]
+    w.add_rope_dimension_count(int(head_dim * hp["rope_parameters"].get("partial_rotary_factor", 0.5)))
+    w.add_expert_count(hp["n_routed_experts"])
+    w.add_expert_feed_forward_length(hp["moe_intermediate_size"])
+    w.add_expert_shared_count(hp["n_shared_experts"])
+    w.add_leading_dense_block_count(hp["first_k_dense_replace"])
+    w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
+    w.add_expert_weights_scale(hp["routed_scaling_factor"])
+    w.add_expert_weights_norm(hp["norm_topk_prob"])
+    if nextn:
+        w.add_nextn_predict_layers(nextn)
+    return hp["num_hidden_layers"] + nextn
+
+
+METADATA = {"glm4_moe": _glm4_moe}
+
+
+def _hf_tensors(sd: dict[str, np.ndarray], hp: dict) -> list[tuple[str, np.ndarray]]:
+    """The converter's modify_tensors steps before the name lookup: per-expert matrices stacked
+    into one [E, rows, cols] tensor per projection, e_score_correction_bias renamed to a .bias."""
+    out: list[tuple[str, np.ndarray]] = []
+    stacks: dict[str, list[tuple[int, np.ndarray]]] = {}
+    for name, array in sd.items():
+        m = re.match(r"(.*\.experts)\.(\d+)\.(\w+)\.weight$", name)
+        if m:
+            stacks.setdefault(f"{m.group(1)}.{m.group(3)}.weight", []).append((int(m.group(2)), array))
+            continue
+        out.append((name.replace("e_score_correction_bias", "e_score_correction.bias"), array))
+    for name, parts in stacks.items():
+        out.append((name, np.stack([a for _, a in sorted(parts, key=lambda p: p[0])])))
+    return out
+
+
+def _export_family(checkpoint_dir, path, qtype: str) -> None:
+    from safetensors.numpy import load_file
+
+    hp = json.loads((checkpoint_dir / "config.json").read_text())
+    arch = FAMILIES[hp["model_type"]]
+    sd = {k: v.astype(np.float32) for k, v in load_file(f"{checkpoint_dir}/model.safetensors").items()}
+    w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
+    block_count = METADATA[hp["model_type"]](w, hp)
+    names = gguf.get_tensor_name_map(arch, block_count)
+    for name, array in _hf_tensors(sd, hp):
+        if name == "model.embed_tokens.weight":
+            gguf_name = "token_embd.weight"
+        else:
+            gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert gguf_name is not None, f"llama.cpp has no name for {name}"
+        _put(w, gguf_name, array, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

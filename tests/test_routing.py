@@ -45,6 +45,10 @@ CASES = {
     "qwen3_moe": Case("Qwen3MoeConfig", "qwen3_moe", "Qwen3MoeTopKRouter",
                       dict(num_experts=10, num_experts_per_tok=4, norm_topk_prob=True)),
     "olmoe": Case("OlmoeConfig", "olmoe", "OlmoeTopKRouter", dict(num_experts=9, num_experts_per_tok=3)),
+    "glm4_moe": Case("Glm4MoeConfig", "glm4_moe", "Glm4MoeTopkRouter",
+                     dict(n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2, norm_topk_prob=True,
+                          routed_scaling_factor=2.5),
+                     unsorted=True),
     # DeepSeek-V2: softmax, group-limited greedy (a group scored by its best), scaled, not renormalised
     "deepseek_v2": Case("DeepseekV2Config", "deepseek_v2", "DeepseekV2TopkRouter",
                         dict(n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2,

@@ -88,7 +88,7 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
                        router_renormalize=False, rope_interleaved=True)
 
 
-def fill_from_gguf(meta: dict[str, Any], prefix: str, config: dict[str, Any]) -> None:
+def fill_from_gguf(meta: dict[str, Any], prefix: str, tensors, config: dict[str, Any]) -> None:
     """The config fields of llama.cpp's deepseek2 metadata that are not one key each: the nope
     dims (key_length_mla minus the RoPE dims), YaRN's mscale_all_dim (written as
     0.1 * mscale_all_dim in rope.scaling.yarn_log_multiplier; DeepSeek's mscale equals it),
@@ -132,5 +132,6 @@ ARCHITECTURE = Architecture(
     # llama.cpp rotates adjacent pairs (transformers' V2 rotates complex pairs: the same);
     # softmax gating is llama.cpp's default when expert_gating_func is absent
     gguf=GGUFMapping("deepseek2", keys=DEEPSEEK2_KEYS, names=DEEPSEEK2_NAMES, rope_interleaved=True,
-                     requires={"expert_gating_func": (None, 1)}, fill=fill_from_gguf),
+                     when={"expert_count": True, "expert_gating_func": (None, 1)},
+                     adjust=fill_from_gguf),
 )

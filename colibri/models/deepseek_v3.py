@@ -29,5 +29,6 @@ ARCHITECTURE = Architecture(
     model_type="deepseek_v3", read_config=read_config, names=DEEPSEEK_NAMES,
     # llama.cpp writes V3 (and Kimi-K2, Moonlight) as deepseek2 with sigmoid gating (2)
     gguf=GGUFMapping("deepseek2", keys=DEEPSEEK2_KEYS, names=DEEPSEEK2_NAMES, rope_interleaved=True,
-                     requires={"expert_gating_func": (2,)}, fill=fill_from_gguf),
+                     when={"expert_count": True, "expert_gating_func": (2,)},
+                     adjust=fill_from_gguf),
 )

@@ -22,5 +22,5 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
 ARCHITECTURE = Architecture(
     model_type="llama", read_config=read_config,
     gguf=GGUFMapping("llama", keys={"feed_forward_length": "intermediate_size"}, rope_interleaved=True,
-                     has_experts=False),
+                     when={"expert_count": False}),
 )

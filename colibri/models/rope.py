@@ -2,9 +2,11 @@
 
 Reads both config spellings: transformers 5's ``rope_parameters`` object and the
 older top-level ``rope_theta`` + ``rope_scaling``. Produces the inverse
-frequencies [head_dim/2] and the cos/sin attention factor that the C core
-applies; the formulas follow each scaling kind's published definition
-(linear position interpolation, Llama 3's frequency-band smoothing, YaRN).
+frequencies and the cos/sin attention factor that the C core applies; the
+formulas follow each scaling kind's published definition (linear position
+interpolation, Llama 3's frequency-band smoothing, YaRN). Partial RoPE
+(``partial_rotary_factor``) rotates only the first dims of each head: the
+frequencies are those of a head of that many dims.
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ SUPPORTED_KINDS = ("default", "linear", "llama3", "yarn")
 @dataclass(frozen=True)
 class Rotary:
     theta: float
-    inv_freq: np.ndarray          # [head_dim/2] float32
+    inv_freq: np.ndarray          # [head_dim/2] float32; entries past dim/2 are 0 (unused)
     attention_factor: float
+    dim: int                      # the rotated dims of each head (head_dim unless partial)
 
 
 def _base_inv_freq(theta: float, dim: int) -> np.ndarray:
@@ -63,18 +66,37 @@ def from_config(cfg: "ConfigReader", head_dim: int) -> Rotary:
                         f"= {kind!r} is not supported (supported: {', '.join(SUPPORTED_KINDS)})")
     theta_value = params.get("rope_theta", cfg.raw.get("rope_theta", 10000.0))
     theta = _number(cfg, {"rope_theta": theta_value}, source, "rope_theta")
-    partial = params.get("partial_rotary_factor", cfg.raw.get("partial_rotary_factor", 1.0))
-    if partial != 1.0:
-        raise cfg.error("partial_rotary_factor", f"= {partial!r} is not supported (only 1.0)")
-    inv_freq = _base_inv_freq(theta, head_dim)
+    dim = _rotary_dim(cfg, params, source, head_dim)
+    inv_freq = _base_inv_freq(theta, dim)
     attention_factor = 1.0
     if kind == "linear":
         inv_freq = (inv_freq / np.float32(_number(cfg, params, source, "factor"))).astype(np.float32)
     elif kind == "llama3":
         inv_freq = _llama3(cfg, params, source, inv_freq)
     elif kind == "yarn":
-        inv_freq, attention_factor = _yarn(cfg, params, source, theta, head_dim)
-    return Rotary(theta, inv_freq, attention_factor)
+        inv_freq, attention_factor = _yarn(cfg, params, source, theta, dim)
+    padded = np.zeros(head_dim // 2, dtype=np.float32)
+    padded[:dim // 2] = inv_freq
+    return Rotary(theta, padded, attention_factor, dim)
+
+
+def _rotary_dim(cfg: "ConfigReader", params: dict, source: str, head_dim: int) -> int:
+    """int(head_dim * partial_rotary_factor), as transformers computes it, or the rotated dims
+    themselves where a config names them (``rotary_dim``: MiniMax's released configs, and configs
+    Colibri derives from GGUF's rope.dimension_count); even and at least 2."""
+    if cfg.raw.get("rotary_dim") is not None:
+        dim = cfg.int("rotary_dim", min=2, max=head_dim)
+        if dim % 2:
+            raise cfg.error("rotary_dim", f"= {dim} must be even")
+        return dim
+    key = f"{source}.partial_rotary_factor" if "partial_rotary_factor" in params else "partial_rotary_factor"
+    factor = params.get("partial_rotary_factor", cfg.raw.get("partial_rotary_factor", 1.0))
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise cfg.error(key, f"must be a number in (0, 1], got {factor!r}")
+    dim = int(head_dim * factor)
+    if dim < 2 or dim % 2:
+        raise cfg.error(key, f"= {factor!r} rotates {dim} of head_dim={head_dim} dims; that must be even and >= 2")
+    return dim
 
 
 def softmax_mscale(cfg: "ConfigReader") -> float:

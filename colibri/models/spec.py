@@ -112,8 +112,9 @@ class ModelConfig:
     context_length: int              # max_position_embeddings
     rms_norm_eps: float
     rope_theta: float
-    rope_inv_freq: np.ndarray = field(repr=False)   # [head_dim/2] float32
+    rope_inv_freq: np.ndarray = field(repr=False)   # [head_dim/2] float32 (past rope_dim/2: 0, unused)
     rope_attention_factor: float = 1.0
+    rope_dim: int = 0                # dims RoPE rotates at the start of each head (0: head_dim)
     router_renormalize: bool = True  # top-k probabilities renormalised to sum 1
     shared_expert_gated: bool = False
     qk_norm: str = QK_NORM_NONE
@@ -198,6 +199,7 @@ def read_common(cfg: ConfigReader, architecture: str, *, head_dim: int | None = 
         rope_theta=rotary.theta,
         rope_inv_freq=rotary.inv_freq,
         rope_attention_factor=rotary.attention_factor,
+        rope_dim=rotary.dim if rotary.dim < head_dim else 0,
         tied_embeddings=cfg.bool("tie_word_embeddings", False),
         # not a Hugging Face field: set in configs Colibri writes for GGUF-derived models
         rope_interleaved=cfg.bool("rope_interleaved", False),
@@ -304,20 +306,22 @@ class GGUFMapping:
     (after the ``<arch>.`` prefix) that map to config.json fields beyond the common ones, the
     config values llama.cpp hard-codes for it, whether its q/k rows are permuted for
     adjacent-pair RoPE, and its tensor names where they differ from the common ones
-    (``gguf_source.GGUF_NAMES``)."""
+    (``gguf_source.GGUF_NAMES``).
+
+    when: metadata keys (after the prefix) that must be set (True), unset/0 (False) or hold one
+    of a tuple's values (None: absent), telling apart the architectures llama.cpp stores under
+    one name (mixtral and llama: expert_count; deepseek_v2 and v3: expert_gating_func).
+    adjust(metadata, prefix, tensor_names, config): the architecture's own translation, after
+    the keys (fields llama.cpp stores otherwise); raises ModelError."""
 
     arch: str
     keys: dict[str, str] = field(default_factory=dict)
     fixed: dict[str, Any] = field(default_factory=dict)
     rope_interleaved: bool = False
-    has_experts: bool = True     # tells mixtral (experts) from llama (dense) under GGUF "llama"
+    when: dict[str, "bool | tuple"] = field(default_factory=lambda: {"expert_count": True})
     names: dict[str, "str | Derived"] = field(default_factory=dict)
     rope_fixed: dict[str, Any] = field(default_factory=dict)   # rope_scaling entries GGUF metadata lacks
-    # metadata key (after "<arch>.") -> the values it must hold for this architecture (None: absent),
-    # to tell architectures apart that llama.cpp writes under one name (deepseek2: V2 or V3)
-    requires: dict[str, tuple] = field(default_factory=dict)
-    # config fields that are not one metadata key each: fill(metadata, "<arch>.", config) adds them
-    fill: Callable[[dict[str, Any], str, dict[str, Any]], None] | None = None
+    adjust: Callable[[dict, str, Any, dict], None] | None = None
 
 
 @dataclass(frozen=True)

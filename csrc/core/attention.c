@@ -63,7 +63,7 @@ static void colibri_qkv_finish_range(void *arg, int64_t lo, int64_t hi) {
     colibri_context *ctx = task->ctx;
     const colibri_hparams *hp = &ctx->model->hp;
     colibri_scratch *s = &ctx->s;
-    int32_t hd = hp->head_dim;
+    int32_t hd = hp->head_dim, rd = hp->rope_dim;
     int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;
     int64_t span[2] = {hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : Q, hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : K};
     void (*rope)(float *, const float *, int32_t) =
@@ -85,9 +85,9 @@ static void colibri_qkv_finish_range(void *arg, int64_t lo, int64_t hi) {
         if (hp->qkv_clip > 0.0f) {
             for (int i = 0; i < 3; i++) colibri_clip_apply(rows[i], width[i], hp->qkv_clip);
         }
-        const float *cs = s->rope_cs + t * hd;   /* cs: [hd] */
-        for (int32_t h = 0; h < hp->n_head; h++) rope(rows[0] + (int64_t)h * hd, cs, hd);
-        for (int32_t h = 0; h < hp->n_head_kv; h++) rope(rows[1] + (int64_t)h * hd, cs, hd);
+        const float *cs = s->rope_cs + t * hd;   /* cs: [rd] of [hd]: the rotated dims at the start of each head */
+        for (int32_t h = 0; h < hp->n_head; h++) rope(rows[0] + (int64_t)h * hd, cs, rd);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) rope(rows[1] + (int64_t)h * hd, cs, rd);
         /* every token's K/V is cached before any attention runs (prefill) */
         colibri_kv_store(ctx, ctx->k_cache, task->batch->seq[t], task->layer, task->batch->pos[t], rows[1]);
         colibri_kv_store(ctx, ctx->v_cache, task->batch->seq[t], task->layer, task->batch->pos[t], rows[2]);

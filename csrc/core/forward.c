@@ -100,8 +100,8 @@ static void colibri_embed_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {   /* x: [T, D] */
         colibri_row_to_f32(embd->data, embd->dtype, (int64_t)task->batch->token[t] * hp->n_embd, hp->n_embd,
                            task->ctx->s.x + t * hp->n_embd);
-        colibri_rope_table(m->rope_inv_freq, hp->head_dim, task->batch->pos[t], hp->rope_attn_factor,
-                           task->ctx->s.rope_cs + t * hp->head_dim);
+        colibri_rope_table(m->rope_inv_freq, hp->rope_dim, task->batch->pos[t], hp->rope_attn_factor,
+                           task->ctx->s.rope_cs + t * hp->head_dim);   /* cos | sin of rope_dim/2 each */
     }
 }
 

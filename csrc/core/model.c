@@ -100,6 +100,9 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
                         (isfinite(hp->ffn_alpha) && hp->ffn_alpha > 0.0f && isfinite(hp->ffn_limit) &&
                          hp->ffn_limit > 0.0f),
                     "hparams: SWIGLU_CLAMPED needs finite ffn_alpha > 0 and ffn_limit > 0");
+    COLIBRI_REQUIRE(hp->rope_dim >= 0 && hp->rope_dim <= hp->head_dim && hp->rope_dim % 2 == 0,
+                    "hparams: rope_dim must be even and in [0, head_dim=%d] (0 = head_dim), got %d",
+                    hp->head_dim, hp->rope_dim);
     COLIBRI_REQUIRE(hp->rope_inv_freq != NULL, "hparams: rope_inv_freq is NULL");
     COLIBRI_REQUIRE(hp->layer_is_moe != NULL, "hparams: layer_is_moe is NULL");
     COLIBRI_REQUIRE(colibri_latent_size_ok(hp->kv_lora_rank) && colibri_latent_size_ok(hp->q_lora_rank) &&
@@ -119,6 +122,9 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
                         "attn_out_bias or attn_sinks");
         COLIBRI_REQUIRE(isfinite(hp->latent_norm_eps) && hp->latent_norm_eps >= 0.0f,
                         "hparams: latent_norm_eps must be finite and >= 0");
+        COLIBRI_REQUIRE(hp->rope_dim == 0 || hp->rope_dim == hp->head_dim,
+                        "hparams: latent attention rotates all head_dim=%d RoPE dims (rope_dim 0 or %d), got %d",
+                        hp->head_dim, hp->head_dim, hp->rope_dim);
     } else {
         COLIBRI_REQUIRE(hp->q_lora_rank == 0 && hp->head_dim_nope == 0 && hp->head_dim_v == 0,
                         "hparams: q_lora_rank, head_dim_nope and head_dim_v need latent attention "
@@ -179,6 +185,7 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
     m->hp.layer_is_moe = m->layer_is_moe;
     colibri_router_from_hparams(hp, &m->router);
     m->hp.layer_window = m->layer_window;
+    if (m->hp.rope_dim == 0) m->hp.rope_dim = hp->head_dim;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!m->layer_is_moe[l]) continue;
         m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,

@@ -184,6 +184,7 @@ static const size_t colibri_file_hp_ext[] = {
     offsetof(colibri_hparams, kv_lora_rank),     offsetof(colibri_hparams, q_lora_rank),
     offsetof(colibri_hparams, head_dim_nope),    offsetof(colibri_hparams, head_dim_v),
     offsetof(colibri_hparams, latent_norm_eps),
+    offsetof(colibri_hparams, rope_dim),
 };
 #define COLIBRI_FILE_HP_EXT_KNOWN (sizeof colibri_file_hp_ext / sizeof colibri_file_hp_ext[0])
 

@@ -173,6 +173,8 @@ typedef struct colibri_hparams {
     int32_t head_dim_nope;     /* query/key dims without RoPE, per head */
     int32_t head_dim_v;        /* value width per head */
     float latent_norm_eps;     /* RMSNorm epsilon of the q and kv latents */
+    int32_t rope_dim;          /* RoPE rotates the first rope_dim dims of each q/k head (even,
+                                  <= head_dim; rope_inv_freq[0, rope_dim/2) used); 0 = head_dim */
 } colibri_hparams;
 
 /* ---- tensor kinds -------------------------------------------------------
