@@ -72,6 +72,7 @@ class Hparams(ctypes.Structure):
         ("head_dim_nope", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
         ("latent_norm_eps", ctypes.c_float),
         ("rope_dim", ctypes.c_int32),
+        ("embd_scale", ctypes.c_float), ("residual_scale", ctypes.c_float), ("logit_scale", ctypes.c_float),
     ]
 
 

@@ -174,8 +174,9 @@ def _weight(gguf: GGUFFile, slot: TensorSlot, config: ModelConfig, names: dict[s
         if tensor.type_name in FLOAT_VIEWS:
             data = data.view(FLOAT_VIEWS[tensor.type_name]).reshape(slot.shape)
         return WeightRef(tensor.type_name, slot.shape, per_expert, data)
-    if tensor.shape != slot.shape and not (len(slot.shape) == 2 and slot.shape[0] == 1
-                                           and tensor.shape == slot.shape[1:]):
+    row_vector = len(slot.shape) == 1 and tensor.shape == (1, *slot.shape)   # a [1, n] vector (ERNIE's bias)
+    if tensor.shape != slot.shape and not row_vector and not (len(slot.shape) == 2 and slot.shape[0] == 1
+                                                              and tensor.shape == slot.shape[1:]):
         raise ModelError(f"{where}: shape {shape_text(tensor.shape)}, expected {shape_text(slot.shape)}")
     if tensor.type_name in ("F32", "F16", "BF16"):
         return WeightRef(tensor.type_name, slot.shape, tensor.nbytes, tensor.view().reshape(slot.shape))

@@ -10,7 +10,7 @@ from .formats.hf_dir import PICKLE_SUFFIXES, HFCheckpoint
 import numpy as np
 
 from .models import ConfigReader, TensorSlot, architecture, shape_text, tensor_slots, tensor_supply
-from .models.spec import Derived, ModelConfig
+from .models.spec import Derived, Fused, ModelConfig
 from .native_model import NativeModel, WeightRef, check_config_matches
 
 WEIGHT_DTYPES = ("F32", "F16", "BF16")
@@ -19,23 +19,26 @@ ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 DEFAULT_CONTEXT = 4096
 
 
-def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot, source: str | Derived | None = None,
+def checked_weight(checkpoint: HFCheckpoint, slot: TensorSlot, source: str | Fused | Derived | None = None,
                    config: ModelConfig | None = None) -> WeightRef:
     """The tensor for a slot, after checking its dtype and shape against the architecture.
     ``source`` is the architecture's names entry for the slot's kind: a Derived one is built
     from its checkpoint tensors (a layout change made once, here); otherwise the stored
-    tensor is used in place."""
+    tensor is used in place (for a slot inside a larger tensor, Fused: that tensor's shape is
+    checked, then the slot's rows of it are used)."""
     if isinstance(source, Derived):
         return _derived_weight(checkpoint, slot, source, config)
     view = checkpoint.tensor(slot.name)
     where = f"{view.file}: tensor '{slot.name}'"
     if view.dtype not in WEIGHT_DTYPES:
         raise ModelError(f"{where}: dtype {view.dtype} is not supported (expected one of {', '.join(WEIGHT_DTYPES)})")
-    if tuple(view.shape) != slot.shape:
-        raise ModelError(f"{where}: shape {shape_text(view.shape)}, expected {shape_text(slot.shape)}")
+    expected = slot.source_shape or slot.shape
+    if tuple(view.shape) != expected and not (len(expected) == 1 and tuple(view.shape) == (1, *expected)):
+        raise ModelError(f"{where}: shape {shape_text(view.shape)}, expected {shape_text(expected)}")
     if view.address % ITEM_BYTES[view.dtype]:
         raise ModelError(f"{where}: data offset is not aligned to its {ITEM_BYTES[view.dtype]}-byte elements")
-    return WeightRef(view.dtype, tuple(view.shape), view.nbytes, view.array)
+    array = view.array[slot.source_index] if slot.source_index else view.array.reshape(slot.shape)
+    return WeightRef(view.dtype, slot.shape, array.nbytes, array)
 
 
 def _derived_weight(checkpoint: HFCheckpoint, slot: TensorSlot, derived: Derived, config: ModelConfig) -> WeightRef:

@@ -74,6 +74,7 @@ def hparams_for(config: ModelConfig) -> tuple[_native.Hparams, tuple]:
         head_dim_nope=config.qk_nope_head_dim, head_dim_v=config.v_head_dim,
         latent_norm_eps=config.latent_norm_eps if config.is_latent else 0.0,
         rope_dim=config.rope_dim,
+        embd_scale=config.embedding_scale, residual_scale=config.residual_scale, logit_scale=config.logit_scale,
     )
     return hp, (inv_freq, layer_is_moe, layer_window)
 

@@ -81,6 +81,22 @@ TINY_MODELS = {
                                     tie_word_embeddings=True, eos_token_id=89,
                                     rope_parameters=dict(rope_type="default", rope_theta=5000.0,
                                                          partial_rotary_factor=0.75))),
+    # the four multipliers away from 1; top-k softmax routing
+    "granitemoe-a": ("granitemoe", dict(vocab_size=97, hidden_size=48, intermediate_size=20, num_hidden_layers=2,
+                                        num_attention_heads=6, num_key_value_heads=2, num_local_experts=6,
+                                        num_experts_per_tok=2, embedding_multiplier=3.0, attention_multiplier=0.2,
+                                        residual_multiplier=0.5, logits_scaling=2.5, eos_token_id=96)),
+    "granitemoe-b": ("granitemoe", dict(vocab_size=80, hidden_size=64, intermediate_size=32, num_hidden_layers=3,
+                                        num_attention_heads=4, num_key_value_heads=4, num_local_experts=4,
+                                        num_experts_per_tok=1, embedding_multiplier=12.0,
+                                        attention_multiplier=0.015625, residual_multiplier=0.22, logits_scaling=8.0,
+                                        tie_word_embeddings=True, eos_token_id=79)),
+    "granitemoeshared-a": ("granitemoeshared", dict(vocab_size=88, hidden_size=40, intermediate_size=18,
+                                                    shared_intermediate_size=26, num_hidden_layers=2,
+                                                    num_attention_heads=5, num_key_value_heads=1,
+                                                    num_local_experts=5, num_experts_per_tok=3,
+                                                    embedding_multiplier=2.0, attention_multiplier=0.3,
+                                                    residual_multiplier=0.7, logits_scaling=1.5, eos_token_id=87)),
     "llama-a": ("llama", dict(vocab_size=91, hidden_size=40, intermediate_size=72, num_hidden_layers=2,
                               num_attention_heads=5, num_key_value_heads=1, eos_token_id=90,
                               rope_parameters=dict(rope_type="llama3", rope_theta=50000.0, factor=8.0,
@@ -177,6 +193,8 @@ _CLASSES = {
     "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
     "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
     "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
+    "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
+    "granitemoeshared": ("GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM"),
 }
 
 

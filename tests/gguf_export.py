@@ -294,7 +294,8 @@ def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_
 
 # ---- the later families: metadata as each converter class writes it, names from gguf's table ----
 
-FAMILIES = {"glm4_moe": gguf.MODEL_ARCH.GLM4_MOE}
+FAMILIES = {"glm4_moe": gguf.MODEL_ARCH.GLM4_MOE, "granitemoe": gguf.MODEL_ARCH.GRANITE_MOE,
+            "granitemoeshared": gguf.MODEL_ARCH.GRANITE_MOE}
 
 
 def _common_metadata(w: GGUFWriter, hp: dict, block_count: int) -> None:
@@ -336,7 +337,39 @@ def _glm4_moe(w: GGUFWriter, hp: dict) -> int:
     return hp["num_hidden_layers"] + nextn
 
 
-METADATA = {"glm4_moe": _glm4_moe}
+def _granitemoe(w: GGUFWriter, hp: dict) -> int:
+    """GraniteMoeModel (over GraniteModel, LlamaModel): llama's keys, the four multipliers, the shared
+    expert's width."""
+    _common_metadata(w, hp, hp["num_hidden_layers"])
+    w.add_vocab_size(hp["vocab_size"])
+    w.add_rope_dimension_count(hp["hidden_size"] // hp["num_attention_heads"])
+    for key, add in (("attention_multiplier", w.add_attention_scale), ("embedding_multiplier", w.add_embedding_scale),
+                     ("residual_multiplier", w.add_residual_scale), ("logits_scaling", w.add_logit_scale),
+                     ("shared_intermediate_size", w.add_expert_shared_feed_forward_length)):
+        if hp.get(key):
+            add(hp[key])
+    return hp["num_hidden_layers"]
+
+
+def _granite_tensor(name: str, array: np.ndarray, hp: dict) -> list[tuple[str, np.ndarray]]:
+    """GraniteMoeModel.modify_tensors: the fused gate+up split in two (named directly); LlamaModel's q/k
+    rows permuted for adjacent-pair RoPE."""
+    bid = name.split(".")[2] if name.startswith("model.layers.") else None
+    if name.endswith("block_sparse_moe.input_linear.weight"):
+        gate, up = np.split(array, 2, axis=-2)
+        return [(f"blk.{bid}.ffn_gate_exps.weight", gate), (f"blk.{bid}.ffn_up_exps.weight", up)]
+    if name.endswith("shared_mlp.input_linear.weight"):
+        gate, up = np.split(array, 2, axis=-2)
+        return [(f"blk.{bid}.ffn_gate_shexp.weight", gate), (f"blk.{bid}.ffn_up_shexp.weight", up)]
+    if name.endswith("q_proj.weight"):
+        return [(name, _permute_for_interleaved_rope(array, hp["num_attention_heads"]))]
+    if name.endswith("k_proj.weight"):
+        return [(name, _permute_for_interleaved_rope(array, hp["num_key_value_heads"]))]
+    return [(name, array)]
+
+
+METADATA = {"glm4_moe": _glm4_moe, "granitemoe": _granitemoe, "granitemoeshared": _granitemoe}
+MODIFY = {"granitemoe": _granite_tensor, "granitemoeshared": _granite_tensor}
 
 
 def _hf_tensors(sd: dict[str, np.ndarray], hp: dict) -> list[tuple[str, np.ndarray]]:
@@ -364,13 +397,17 @@ def _export_family(checkpoint_dir, path, qtype: str) -> None:
     w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
     block_count = METADATA[hp["model_type"]](w, hp)
     names = gguf.get_tensor_name_map(arch, block_count)
-    for name, array in _hf_tensors(sd, hp):
-        if name == "model.embed_tokens.weight":
-            gguf_name = "token_embd.weight"
-        else:
-            gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
-        assert gguf_name is not None, f"llama.cpp has no name for {name}"
-        _put(w, gguf_name, array, qtype)
+    modify = MODIFY.get(hp["model_type"], lambda name, array, hp: [(name, array)])
+    for hf_name, hf_array in _hf_tensors(sd, hp):
+        for name, array in modify(hf_name, hf_array, hp):
+            if name.startswith("blk."):
+                gguf_name = name   # named by the converter itself
+            elif name == "model.embed_tokens.weight":
+                gguf_name = "token_embd.weight"
+            else:
+                gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
+            assert gguf_name is not None, f"llama.cpp has no name for {name}"
+            _put(w, gguf_name, array, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

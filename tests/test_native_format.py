@@ -28,7 +28,7 @@ from colibri.model import Model
 from conftest import token_ids
 
 ROOT = Path(__file__).resolve().parent.parent
-PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b", "glm4_moe-a")
+PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b", "glm4_moe-a", "granitemoeshared-a")
 SEQ_LEN = 24
 
 

@@ -49,6 +49,8 @@ CASES = {
                      dict(n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2, norm_topk_prob=True,
                           routed_scaling_factor=2.5),
                      unsorted=True),
+    "granitemoe": Case("GraniteMoeConfig", "granitemoe", "GraniteMoeTopKRouter",
+                       dict(num_local_experts=10, num_experts_per_tok=3)),
     # DeepSeek-V2: softmax, group-limited greedy (a group scored by its best), scaled, not renormalised
     "deepseek_v2": Case("DeepseekV2Config", "deepseek_v2", "DeepseekV2TopkRouter",
                         dict(n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2,

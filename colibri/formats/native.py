@@ -55,7 +55,8 @@ _HP_EXT = (("router_score", "i"), ("router_bias", "i"), ("router_sel_bias", "i")
            ("router_group_used", "i"), ("router_group_top", "i"), ("router_norm_min", "f"),
            ("router_norm_eps", "f"), ("router_scale", "f"),
            ("kv_lora_rank", "i"), ("q_lora_rank", "i"), ("head_dim_nope", "i"), ("head_dim_v", "i"),
-           ("latent_norm_eps", "f"), ("rope_dim", "i"))
+           ("latent_norm_eps", "f"), ("rope_dim", "i"), ("embd_scale", "f"),
+           ("residual_scale", "f"), ("logit_scale", "f"))
 assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_V1_BYTES
 
 # dtype id -> (name, elements per block, bytes per block)
@@ -189,6 +190,8 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
     for name in ("norm_eps", "attn_scale", "qkv_clip"):
         require(np.isfinite(hp[name]) and hp[name] >= 0, f"{name} must be finite and >= 0")
     require(bool(np.isfinite(hp["rope_attn_factor"])), "rope_attn_factor must be finite")
+    require(all(np.isfinite(hp[n]) for n in ("embd_scale", "residual_scale", "logit_scale")) and hp["logit_scale"] >= 0,
+            "embd_scale, residual_scale and logit_scale must be finite, logit_scale >= 0 (0 = 1)")
     require(0 <= hp["rope_dim"] <= hp["head_dim"] and hp["rope_dim"] % 2 == 0,
             f"rope_dim must be even and in [0, head_dim={hp['head_dim']}] (0 = head_dim), got {hp['rope_dim']}")
     require(bool(np.isfinite(hp["rope_inv_freq"]).all()), "rope_inv_freq has a non-finite value")

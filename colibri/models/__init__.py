@@ -6,7 +6,8 @@ import importlib
 from ..errors import ModelError
 from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, shape_text, tensor_slots, tensor_supply
 
-SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama", "gpt_oss", "deepseek_v2", "deepseek_v3", "glm4_moe")
+SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama", "gpt_oss", "deepseek_v2", "deepseek_v3", "glm4_moe",
+             "granitemoe", "granitemoeshared")
 
 __all__ = ["SUPPORTED", "Architecture", "ConfigReader", "ModelConfig", "TensorSlot", "architecture",
            "shape_text", "tensor_slots", "tensor_supply"]

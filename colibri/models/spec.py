@@ -115,6 +115,10 @@ class ModelConfig:
     rope_inv_freq: np.ndarray = field(repr=False)   # [head_dim/2] float32 (past rope_dim/2: 0, unused)
     rope_attention_factor: float = 1.0
     rope_dim: int = 0                # dims RoPE rotates at the start of each head (0: head_dim)
+    attention_scale: float = 0.0     # softmax scale of the attention scores (0: 1/sqrt(head_dim))
+    embedding_scale: float = 1.0     # token embeddings multiplied by this (Granite)
+    residual_scale: float = 1.0      # block outputs multiplied by this before the residual add (Granite)
+    logit_scale: float = 1.0         # logits divided by this (Granite's logits_scaling)
     router_renormalize: bool = True  # top-k probabilities renormalised to sum 1
     shared_expert_gated: bool = False
     qk_norm: str = QK_NORM_NONE
@@ -342,24 +346,40 @@ class Derived:
 
 
 @dataclass(frozen=True)
+class Fused:
+    """A matrix stored as row block ``index`` of ``count`` equal blocks of a larger tensor (Granite's
+    gate and up projections in one ``input_linear``: [2F, D]). For the expert kinds the tensor also
+    stacks the experts on its first axis ([E, count·rows, cols]), and ``count`` may be 1. Used in
+    place: a block of rows of a row-major tensor is contiguous."""
+
+    name: str
+    index: int = 0
+    count: int = 1
+
+
+@dataclass(frozen=True)
 class Architecture:
     """One supported Hugging Face ``model_type``."""
 
     model_type: str
     read_config: Callable[[ConfigReader], ModelConfig]
-    names: dict[str, str | Derived] = field(default_factory=lambda: dict(LLAMA_NAMES))
+    names: dict[str, "str | Fused | Derived"] = field(default_factory=lambda: dict(LLAMA_NAMES))
     gguf: GGUFMapping | None = None
 
 
 @dataclass(frozen=True)
 class TensorSlot:
-    """One tensor the C core needs: its kind, layer/expert (-1 = none), HF name and shape."""
+    """One tensor the C core needs: its kind, layer/expert (-1 = none), HF name and shape. A slot
+    held inside a larger tensor (Fused) names that tensor, with its shape (source_shape) and the
+    index that selects the slot from it (source_index: expert, then a row range)."""
 
     kind: str
     layer: int
     expert: int
     name: str
     shape: tuple[int, ...]
+    source_shape: tuple[int, ...] | None = None
+    source_index: tuple = ()
 
 
 def shape_text(shape) -> str:
@@ -389,8 +409,14 @@ def tensor_slots(arch: Architecture, c: ModelConfig, *, limit: int | None = None
         if limit is not None and len(slots) > 2 * limit + 1024:
             raise ModelError(f"{source}: calls for far more tensors than the {limit} the files hold "
                              f"({c.num_layers} layers, {c.num_experts} experts per MoE layer)")
-        name = arch.names[kind].format(l=layer, e=expert)
-        slots.append(TensorSlot(kind, layer, expert, name, shape))
+        spec = arch.names[kind]
+        if not isinstance(spec, Fused):   # a name, or a Derived tensor named by its main source
+            slots.append(TensorSlot(kind, layer, expert, spec.format(l=layer, e=expert), shape))
+            return
+        rows = slice(spec.index * shape[0], (spec.index + 1) * shape[0])
+        full = (spec.count * shape[0], *shape[1:])
+        stored = ((c.num_experts, *full), (expert, rows)) if expert >= 0 else (full, (rows,))
+        slots.append(TensorSlot(kind, layer, expert, spec.name.format(l=layer), shape, *stored))
 
     add("TOKEN_EMBD", (V, D))
     add("OUTPUT_NORM", (D,))

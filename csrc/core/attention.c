@@ -114,8 +114,7 @@ static void colibri_qkv_vectors(colibri_context *ctx, const colibri_layer *L, co
 /* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
 static void colibri_attention_residual_range(void *arg, int64_t lo, int64_t hi) {
     colibri_context *ctx = (colibri_context *)arg;
-    int64_t D = ctx->model->hp.n_embd;
-    for (int64_t i = lo * D; i < hi * D; i++) ctx->s.x[i] += ctx->s.o[i];
+    colibri_residual_rows(ctx, ctx->s.o, lo, hi);
 }
 
 /* ---- causal GQA attention, one (query tile, head) per work item ----------- */

@@ -159,5 +159,5 @@ void colibri_latent_attention_block(colibri_context *ctx, int32_t layer, const c
     colibri_matmul_job wo = {.w = &L->t[COLIBRI_T_WO], .x = s->attn, .x_stride = (int64_t)H * dv, .y = s->o,
                              .y_stride = D, .n = T};   /* o: [T, D] */
     colibri_matmul_run(ctx, &wo, 1);
-    for (int64_t i = 0; i < T * D; i++) s->x[i] += s->o[i];
+    colibri_residual_rows(ctx, s->o, 0, T);
 }

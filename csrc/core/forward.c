@@ -85,10 +85,20 @@ static void colibri_norm_rows(colibri_context *ctx, const colibri_tensor *norm, 
 }
 
 /* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
+void colibri_residual_rows(colibri_context *ctx, const float *y, int64_t lo, int64_t hi) {
+    float r = ctx->model->hp.residual_scale;
+    int64_t D = ctx->model->hp.n_embd;
+    float *x = ctx->s.x;   /* x: [T, D] */
+    if (r == 1.0f) {
+        for (int64_t i = lo * D; i < hi * D; i++) x[i] += y[i];
+    } else {
+        for (int64_t i = lo * D; i < hi * D; i++) x[i] += y[i] * r;
+    }
+}
+
 static void colibri_residual_range(void *arg, int64_t lo, int64_t hi) {
     colibri_context *ctx = (colibri_context *)arg;
-    int64_t D = ctx->model->hp.n_embd;
-    for (int64_t i = lo * D; i < hi * D; i++) ctx->s.x[i] += ctx->s.o[i];
+    colibri_residual_rows(ctx, ctx->s.o, lo, hi);
 }
 
 /* Embedding rows and RoPE tables of batch tokens [lo, hi). */
@@ -98,8 +108,11 @@ static void colibri_embed_range(void *arg, int64_t lo, int64_t hi) {
     const colibri_hparams *hp = &m->hp;
     const colibri_tensor *embd = &m->global[COLIBRI_T_TOKEN_EMBD];
     for (int64_t t = lo; t < hi; t++) {   /* x: [T, D] */
-        colibri_row_to_f32(embd->data, embd->dtype, (int64_t)task->batch->token[t] * hp->n_embd, hp->n_embd,
-                           task->ctx->s.x + t * hp->n_embd);
+        float *x = task->ctx->s.x + t * hp->n_embd;
+        colibri_row_to_f32(embd->data, embd->dtype, (int64_t)task->batch->token[t] * hp->n_embd, hp->n_embd, x);
+        if (hp->embd_scale != 1.0f) {
+            for (int64_t d = 0; d < hp->n_embd; d++) x[d] *= hp->embd_scale;
+        }
         colibri_rope_table(m->rope_inv_freq, hp->rope_dim, task->batch->pos[t], hp->rope_attn_factor,
                            task->ctx->s.rope_cs + t * hp->head_dim);   /* cos | sin of rope_dim/2 each */
     }
@@ -109,12 +122,11 @@ static void colibri_embed_range(void *arg, int64_t lo, int64_t hi) {
 static void colibri_dense_block(colibri_context *ctx, int32_t layer, int32_t T) {
     const colibri_layer *L = &ctx->model->layers[layer];
     colibri_scratch *s = &ctx->s;
-    int64_t D = ctx->model->hp.n_embd;
     colibri_mlp mlp = {.gate = &L->t[COLIBRI_T_FFN_GATE], .up = &L->t[COLIBRI_T_FFN_UP],
                        .down = &L->t[COLIBRI_T_FFN_DOWN], .x = s->h, .act_gate = s->ff_gate, .act_up = s->ff_up,
                        .y = s->o, .n = T};
     colibri_mlp_run(ctx, &mlp, 1);
-    colibri_parallel_for(ctx, T, D, colibri_residual_range, ctx);
+    colibri_parallel_for(ctx, T, ctx->model->hp.n_embd, colibri_residual_range, ctx);
 }
 
 /* Final norm of the wanted tokens, then logits = W_out . h into out->logits. */
@@ -138,6 +150,9 @@ static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, co
     colibri_matmul_job head = {.w = w_out, .x = s->h, .x_stride = D, .y = out->logits,   /* [n_wanted, V] */
                                .y_stride = hp->n_vocab, .n = n_wanted};
     colibri_matmul_run(ctx, &head, 1);
+    if (hp->logit_scale != 1.0f) {
+        for (int64_t i = 0; i < (int64_t)n_wanted * hp->n_vocab; i++) out->logits[i] /= hp->logit_scale;
+    }
 }
 
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,

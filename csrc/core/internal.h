@@ -260,6 +260,9 @@ void colibri_ffn_act_apply(const colibri_hparams *hp, float *g, const float *u, 
 /* w (any dtype, [1, n]) → ctx->s.wvec as f32; returns ctx->s.wvec. */
 float *colibri_vec_load(colibri_context *ctx, const colibri_tensor *w);
 
+/* Rows [lo, hi) of x: [T, D] += the same rows of y: [T, D] (times
+ * residual_scale where it is not 1): every block's residual add. */
+void colibri_residual_rows(colibri_context *ctx, const float *y, int64_t lo, int64_t hi);
 /* Attention block of layer `layer` over the batch: reads s.h, adds the
  * projected attention output into s.x, writes this batch's K/V into the cache. */
 void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch);

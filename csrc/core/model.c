@@ -103,6 +103,10 @@ static int colibri_hparams_check(const colibri_hparams *hp) {
     COLIBRI_REQUIRE(hp->rope_dim >= 0 && hp->rope_dim <= hp->head_dim && hp->rope_dim % 2 == 0,
                     "hparams: rope_dim must be even and in [0, head_dim=%d] (0 = head_dim), got %d",
                     hp->head_dim, hp->rope_dim);
+    COLIBRI_REQUIRE(isfinite(hp->embd_scale) && isfinite(hp->residual_scale) && isfinite(hp->logit_scale) &&
+                    hp->logit_scale >= 0.0f,
+                    "hparams: embd_scale, residual_scale and logit_scale must be finite, logit_scale >= 0 "
+                    "(0 = 1)");
     COLIBRI_REQUIRE(hp->rope_inv_freq != NULL, "hparams: rope_inv_freq is NULL");
     COLIBRI_REQUIRE(hp->layer_is_moe != NULL, "hparams: layer_is_moe is NULL");
     COLIBRI_REQUIRE(colibri_latent_size_ok(hp->kv_lora_rank) && colibri_latent_size_ok(hp->q_lora_rank) &&
@@ -186,6 +190,9 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
     colibri_router_from_hparams(hp, &m->router);
     m->hp.layer_window = m->layer_window;
     if (m->hp.rope_dim == 0) m->hp.rope_dim = hp->head_dim;
+    if (m->hp.embd_scale == 0.0f) m->hp.embd_scale = 1.0f;
+    if (m->hp.residual_scale == 0.0f) m->hp.residual_scale = 1.0f;
+    if (m->hp.logit_scale == 0.0f) m->hp.logit_scale = 1.0f;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!m->layer_is_moe[l]) continue;
         m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,

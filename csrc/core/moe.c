@@ -88,8 +88,8 @@ static void colibri_aggregate_range(void *arg, int64_t lo, int64_t hi) {
             float g = hp->shared_gated ? colibri_sigmoid(s->shared_logit[t]) : 1.0f;   /* 1*o is exact */
             for (int64_t d = 0; d < D; d++) s->h[t * D + d] += g * s->o[t * D + d];
         }
-        for (int64_t d = 0; d < D; d++) s->x[t * D + d] += s->h[t * D + d];
     }
+    colibri_residual_rows(ctx, s->h, lo, hi);
 }
 
 /* Writes this layer's route outputs [layer, t, :] for every token. */

@@ -185,6 +185,8 @@ static const size_t colibri_file_hp_ext[] = {
     offsetof(colibri_hparams, head_dim_nope),    offsetof(colibri_hparams, head_dim_v),
     offsetof(colibri_hparams, latent_norm_eps),
     offsetof(colibri_hparams, rope_dim),
+    offsetof(colibri_hparams, embd_scale),       offsetof(colibri_hparams, residual_scale),
+    offsetof(colibri_hparams, logit_scale),
 };
 #define COLIBRI_FILE_HP_EXT_KNOWN (sizeof colibri_file_hp_ext / sizeof colibri_file_hp_ext[0])
 

@@ -175,6 +175,10 @@ typedef struct colibri_hparams {
     float latent_norm_eps;     /* RMSNorm epsilon of the q and kv latents */
     int32_t rope_dim;          /* RoPE rotates the first rope_dim dims of each q/k head (even,
                                   <= head_dim; rope_inv_freq[0, rope_dim/2) used); 0 = head_dim */
+    float embd_scale;          /* token embeddings multiplied by this (Granite); 0 = 1 */
+    float residual_scale;      /* each block's output multiplied by this before the residual
+                                  add (Granite); 0 = 1 */
+    float logit_scale;         /* logits divided by this (Granite's logits_scaling); 0 = 1 */
 } colibri_hparams;
 
 /* ---- tensor kinds -------------------------------------------------------
