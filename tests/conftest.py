@@ -97,6 +97,42 @@ TINY_MODELS = {
                                                     num_local_experts=5, num_experts_per_tok=3,
                                                     embedding_multiplier=2.0, attention_multiplier=0.3,
                                                     residual_multiplier=0.7, logits_scaling=1.5, eos_token_id=87)),
+    # softmax + selection bias, renormalised with a floor; a leading dense layer, a shared expert, tied
+    "ernie4_5_moe-a": ("ernie4_5_moe", dict(vocab_size=99, hidden_size=48, intermediate_size=40,
+                                            moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=6,
+                                            num_key_value_heads=2, moe_num_experts=6, moe_k=2,
+                                            moe_num_shared_experts=1, moe_layer_start_index=1,
+                                            moe_layer_interval=1, eos_token_id=98)),
+    # MoE only where (l + 1) % 2 == 0 and l <= 2 (layer 1 of 4); no shared expert; untied
+    "ernie4_5_moe-b": ("ernie4_5_moe", dict(vocab_size=86, hidden_size=64, intermediate_size=36,
+                                            moe_intermediate_size=32, num_hidden_layers=4, num_attention_heads=4,
+                                            num_key_value_heads=4, moe_num_experts=8, moe_k=3,
+                                            moe_num_shared_experts=0, moe_layer_start_index=0,
+                                            moe_layer_end_index=2, moe_layer_interval=2, tie_word_embeddings=False,
+                                            eos_token_id=85)),
+    # V3 routing in 4 groups of 2 (2 kept), renormalised, scaled; a leading dense layer; a shared expert
+    "dots1-a": ("dots1", dict(vocab_size=93, hidden_size=40, intermediate_size=48, moe_intermediate_size=14,
+                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, n_routed_experts=8,
+                              num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1,
+                              n_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=2.0,
+                              eos_token_id=92)),
+    # no groups, not renormalised, two shared experts, every layer a sliding window of 6
+    "dots1-b": ("dots1", dict(vocab_size=75, hidden_size=64, intermediate_size=40, moe_intermediate_size=32,
+                              num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, n_routed_experts=5,
+                              num_experts_per_tok=2, first_k_dense_replace=0, n_shared_experts=2,
+                              norm_topk_prob=False, sliding_window=6, max_window_layers=0, tie_word_embeddings=True,
+                              eos_token_id=74)),
+    # sigmoid + selection bias, q/k norm over all heads, half the head rotated
+    "minimax_m2-a": ("minimax_m2", dict(vocab_size=101, hidden_size=48, intermediate_size=20, num_hidden_layers=2,
+                                        num_attention_heads=6, num_key_value_heads=2, head_dim=8,
+                                        num_local_experts=6, num_experts_per_tok=2, bos_token_id=None,
+                                        eos_token_id=100,
+                                        rope_parameters=dict(rope_type="default", rope_theta=5000000.0,
+                                                             partial_rotary_factor=0.5))),
+    "minimax_m2-b": ("minimax_m2", dict(vocab_size=84, hidden_size=64, intermediate_size=32, num_hidden_layers=3,
+                                        num_attention_heads=4, num_key_value_heads=4, head_dim=16,
+                                        num_local_experts=4, num_experts_per_tok=3, bos_token_id=None,
+                                        eos_token_id=83, tie_word_embeddings=True)),
     "llama-a": ("llama", dict(vocab_size=91, hidden_size=40, intermediate_size=72, num_hidden_layers=2,
                               num_attention_heads=5, num_key_value_heads=1, eos_token_id=90,
                               rope_parameters=dict(rope_type="llama3", rope_theta=50000.0, factor=8.0,
@@ -195,6 +231,9 @@ _CLASSES = {
     "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM"),
     "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
     "granitemoeshared": ("GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM"),
+    "ernie4_5_moe": ("Ernie4_5_MoeConfig", "Ernie4_5_MoeForCausalLM"),
+    "dots1": ("Dots1Config", "Dots1ForCausalLM"),
+    "minimax_m2": ("MiniMaxM2Config", "MiniMaxM2ForCausalLM"),
 }
 
 

@@ -295,7 +295,8 @@ def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_
 # ---- the later families: metadata as each converter class writes it, names from gguf's table ----
 
 FAMILIES = {"glm4_moe": gguf.MODEL_ARCH.GLM4_MOE, "granitemoe": gguf.MODEL_ARCH.GRANITE_MOE,
-            "granitemoeshared": gguf.MODEL_ARCH.GRANITE_MOE}
+            "granitemoeshared": gguf.MODEL_ARCH.GRANITE_MOE, "ernie4_5_moe": gguf.MODEL_ARCH.ERNIE4_5_MOE,
+            "dots1": gguf.MODEL_ARCH.DOTS1, "minimax_m2": gguf.MODEL_ARCH.MINIMAXM2}
 
 
 def _common_metadata(w: GGUFWriter, hp: dict, block_count: int) -> None:
@@ -368,7 +369,44 @@ def _granite_tensor(name: str, array: np.ndarray, hp: dict) -> list[tuple[str, n
     return [(name, array)]
 
 
-METADATA = {"glm4_moe": _glm4_moe, "granitemoe": _granitemoe, "granitemoeshared": _granitemoe}
+def _ernie4_5_moe(w: GGUFWriter, hp: dict) -> int:
+    """Ernie4_5MoeModel: the MoE layer pattern as leading dense blocks + an interleave step (no end
+    index), and the shared width as llama.cpp computes it (intermediate_size // kv heads)."""
+    _common_metadata(w, hp, hp["num_hidden_layers"])
+    w.add_expert_count(hp["moe_num_experts"])
+    w.add_expert_used_count(hp["moe_k"])
+    w.add_interleave_moe_layer_step(hp["moe_layer_interval"])
+    w.add_leading_dense_block_count(hp["moe_layer_start_index"])
+    w.add_expert_feed_forward_length(hp["moe_intermediate_size"])
+    w.add_expert_shared_count(hp["moe_num_shared_experts"])
+    if hp["moe_num_shared_experts"] > 0:
+        w.add_expert_shared_feed_forward_length(hp["intermediate_size"] // hp["num_key_value_heads"])
+    return hp["num_hidden_layers"]
+
+
+def _dots1(w: GGUFWriter, hp: dict) -> int:
+    """Dots1Model (over Qwen2MoeModel): the V3 routing keys; sigmoid gating (its noaux_tc)."""
+    _common_metadata(w, hp, hp["num_hidden_layers"])
+    w.add_expert_feed_forward_length(hp["moe_intermediate_size"])
+    w.add_leading_dense_block_count(hp["first_k_dense_replace"])
+    w.add_expert_shared_count(hp["n_shared_experts"])
+    w.add_expert_weights_scale(hp["routed_scaling_factor"])
+    w.add_expert_weights_norm(hp["norm_topk_prob"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    return hp["num_hidden_layers"]
+
+
+def _minimax_m2(w: GGUFWriter, hp: dict) -> int:
+    """MiniMaxM2Model: sigmoid gating, experts of intermediate_size, the rotated dims."""
+    _common_metadata(w, hp, hp["num_hidden_layers"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_expert_feed_forward_length(hp["intermediate_size"])
+    w.add_rope_dimension_count(int(hp["head_dim"] * hp["rope_parameters"].get("partial_rotary_factor", 1.0)))
+    return hp["num_hidden_layers"]
+
+
+METADATA = {"glm4_moe": _glm4_moe, "granitemoe": _granitemoe, "granitemoeshared": _granitemoe,
+            "ernie4_5_moe": _ernie4_5_moe, "dots1": _dots1, "minimax_m2": _minimax_m2}
 MODIFY = {"granitemoe": _granite_tensor, "granitemoeshared": _granite_tensor}
 
 

@@ -20,6 +20,7 @@ from gguf_export import export_gguf
 # GGUF metadata cannot express (its loader hard-codes them)
 MODELS = ["llama-c", "mixtral-a", "mixtral-c", "qwen2_moe-a", "qwen2_moe-b", "qwen3_moe-a", "olmoe-a", "olmoe-c",
           "gpt_oss-a", "glm4_moe-a", "glm4_moe-b", "granitemoe-a", "granitemoe-b", "granitemoeshared-a",
+          "ernie4_5_moe-a", "ernie4_5_moe-b", "dots1-a", "minimax_m2-a", "minimax_m2-b",
           # deepseek_v3-b rotates halves (rope_interleave false), which llama.cpp's deepseek2 cannot express
           "deepseek_v2-b", "deepseek_v2-c", "deepseek_v3-a"]
 
@@ -44,7 +45,7 @@ def test_f32_gguf_matches_transformers(name, tiny_model_factory, tmp_path):
     assert [r.layer for r in routes] == list(m.config.moe_layers)
 
 
-@pytest.mark.parametrize("name", ["mixtral-c", "qwen2_moe-b", "olmoe-c", "glm4_moe-b", "granitemoe-b"])
+@pytest.mark.parametrize("name", ["mixtral-c", "qwen2_moe-b", "olmoe-c", "glm4_moe-b", "granitemoe-b", "ernie4_5_moe-b", "minimax_m2-b"])
 def test_q8_0_gguf_argmax_agrees(name, tiny_model_factory, tmp_path):
     tiny = tiny_model_factory(name)
     path = tmp_path / f"{name}-q8.gguf"

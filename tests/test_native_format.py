@@ -28,7 +28,8 @@ from colibri.model import Model
 from conftest import token_ids
 
 ROOT = Path(__file__).resolve().parent.parent
-PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b", "glm4_moe-a", "granitemoeshared-a")
+PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b", "glm4_moe-a", "granitemoeshared-a",
+                 "ernie4_5_moe-a", "dots1-a", "minimax_m2-a")
 SEQ_LEN = 24
 
 

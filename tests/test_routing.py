@@ -35,6 +35,7 @@ class Case:
     kwargs: dict
     unsorted: bool = False    # transformers' top-k runs with sorted=False: compare experts as sets
     rule: dict | None = None  # routing fields for a family Colibri has no model file for (yet)
+    bias_argument: bool = False  # the selection bias is passed to forward (MiniMax-M2 keeps it in the MoE block)
 
 
 CASES = {
@@ -49,6 +50,14 @@ CASES = {
                      dict(n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2, norm_topk_prob=True,
                           routed_scaling_factor=2.5),
                      unsorted=True),
+    "ernie4_5_moe": Case("Ernie4_5_MoeConfig", "ernie4_5_moe", "Ernie4_5_MoeTopKRouter",
+                         dict(moe_num_experts=12, moe_k=4)),
+    "dots1": Case("Dots1Config", "dots1", "Dots1TopkRouter",
+                  dict(n_routed_experts=16, num_experts_per_tok=3, n_group=8, topk_group=3, norm_topk_prob=True,
+                       routed_scaling_factor=2.5, moe_intermediate_size=8, n_shared_experts=1),
+                  unsorted=True),
+    "minimax_m2": Case("MiniMaxM2Config", "minimax_m2", "MiniMaxM2TopKRouter",
+                       dict(num_local_experts=10, num_experts_per_tok=3), unsorted=True, bias_argument=True),
     "granitemoe": Case("GraniteMoeConfig", "granitemoe", "GraniteMoeTopKRouter",
                        dict(num_local_experts=10, num_experts_per_tok=3)),
     # DeepSeek-V2: softmax, group-limited greedy (a group scored by its best), scaled, not renormalised
@@ -106,7 +115,7 @@ def _as_sets(experts: np.ndarray, gates: np.ndarray) -> tuple[np.ndarray, np.nda
 def test_router_matches_transformers(family, spread):
     case = CASES[family]
     num_experts = next(v for k, v in case.kwargs.items() if k in ("num_local_experts", "num_experts",
-                                                                 "n_routed_experts"))
+                                                                 "n_routed_experts", "moe_num_experts"))
     config, router = _router(case, num_experts)
     generator = torch.Generator().manual_seed(hash((family, spread)) % 2**31)
     sel_bias = None
@@ -114,11 +123,14 @@ def test_router_matches_transformers(family, spread):
         router.weight.copy_(torch.eye(num_experts))
         if getattr(router, "bias", None) is not None:
             router.bias.copy_(torch.randn(num_experts, generator=generator))
-        if hasattr(router, "e_score_correction_bias"):
-            router.e_score_correction_bias.copy_(0.3 * torch.randn(num_experts, generator=generator))
-            sel_bias = router.e_score_correction_bias.numpy().astype(np.float32)
+        held = [t for n, t in [*router.named_parameters(), *router.named_buffers()]
+                if n.endswith("e_score_correction_bias")]
+        bias = held[0] if held else torch.zeros(num_experts) if case.bias_argument else None
+        if bias is not None:
+            bias.copy_(0.3 * torch.randn(bias.shape, generator=generator))
+            sel_bias = bias.numpy().astype(np.float32).reshape(num_experts)
         x = spread * torch.randn(TOKENS, num_experts, generator=generator)
-        logits, weights, indices = router(x)
+        logits, weights, indices = router(x, bias) if case.bias_argument else router(x)
     hp, keepalive = _hparams(case, config, num_experts, config.num_experts_per_tok)
     got_experts, got_gates = _colibri_route(hp, np.ascontiguousarray(logits.float().numpy()), sel_bias)
     del keepalive

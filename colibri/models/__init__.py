@@ -7,7 +7,7 @@ from ..errors import ModelError
 from .spec import Architecture, ConfigReader, ModelConfig, TensorSlot, shape_text, tensor_slots, tensor_supply
 
 SUPPORTED = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "llama", "gpt_oss", "deepseek_v2", "deepseek_v3", "glm4_moe",
-             "granitemoe", "granitemoeshared")
+             "granitemoe", "granitemoeshared", "ernie4_5_moe", "dots1", "minimax_m2")
 
 __all__ = ["SUPPORTED", "Architecture", "ConfigReader", "ModelConfig", "TensorSlot", "architecture",
            "shape_text", "tensor_slots", "tensor_supply"]

@@ -1,0 +1,71 @@
+"""dots.llm1 (dots1): DeepSeek-V3 routing (sigmoid scores, e_score_correction_bias for the choice
+only, n_group / topk_group, renormalised with +1e-20 iff norm_topk_prob, routed_scaling_factor),
+per-head q/k RMSNorm, an ungated shared expert of n_shared_experts x moe_intermediate_size, dense
+layers before first_k_dense_replace; sliding-window attention where every layer uses it (the
+released checkpoints use full attention in every layer)."""
+from .spec import (LLAMA_NAMES, QK_NORM_PER_HEAD, ROUTER_SIGMOID, Architecture, ConfigReader, GGUFMapping,
+                   ModelConfig, read_common, router_groups)
+
+
+def _sliding_window(cfg: ConfigReader, layers: int) -> int:
+    """The window when every layer slides, 0 when none does (layer_types, else sliding_window from
+    layer max_window_layers on, as transformers decides); a mix is refused."""
+    window = cfg.int("sliding_window", 0, min=0, max=1 << 24)
+    types = cfg.raw.get("layer_types")
+    if types is None:
+        first = cfg.int("max_window_layers", layers, min=0, max=1 << 24)
+        types = ["sliding_attention" if window and l >= first else "full_attention" for l in range(layers)]
+    if not isinstance(types, list) or len(types) != layers or \
+            any(t not in ("full_attention", "sliding_attention") for t in types):
+        raise cfg.error("layer_types", f"must list 'full_attention' or 'sliding_attention' for each of the "
+                        f"{layers} layers, got {types!r}")
+    if all(t == "full_attention" for t in types):
+        return 0
+    if all(t == "sliding_attention" for t in types) and window:
+        return window
+    raise cfg.error("layer_types", "mixes full and sliding-window layers; that is not supported yet")
+
+
+def read_config(cfg: ConfigReader) -> ModelConfig:
+    layers = cfg.int("num_hidden_layers", max=4096)
+    experts = cfg.int("n_routed_experts", max=4096)
+    top_k = cfg.int("num_experts_per_tok", max=4096)
+    dense = cfg.int("first_k_dense_replace", 0, min=0, max=layers)
+    moe_ff = cfg.int("moe_intermediate_size", max=1 << 20)
+    if cfg.bool("attention_bias", False):
+        raise cfg.error("attention_bias", "= true is not supported yet (o_proj bias)")
+    return read_common(
+        cfg, "dots1",
+        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if dense else 0,
+        num_experts=experts,
+        top_k=top_k,
+        expert_intermediate_size=moe_ff,
+        shared_expert_intermediate_size=moe_ff * cfg.int("n_shared_experts", 0, min=0, max=256),
+        moe_layers=tuple(range(dense, layers)),
+        router_renormalize=cfg.bool("norm_topk_prob", False),
+        router_score=ROUTER_SIGMOID,
+        router_selection_bias=True,
+        router_norm_eps=1e-20,
+        router_scale=cfg.float("routed_scaling_factor", 1.0, min=0.0),
+        **router_groups(cfg, experts, top_k, group_top=2),
+        qk_norm=QK_NORM_PER_HEAD,
+        sliding_window=_sliding_window(cfg, layers),
+    )
+
+
+ARCHITECTURE = Architecture(
+    model_type="dots1", read_config=read_config,
+    names={
+        **LLAMA_NAMES,
+        "SHARED_GATE": "model.layers.{l}.mlp.shared_experts.gate_proj.weight",
+        "SHARED_UP": "model.layers.{l}.mlp.shared_experts.up_proj.weight",
+        "SHARED_DOWN": "model.layers.{l}.mlp.shared_experts.down_proj.weight",
+    },
+    gguf=GGUFMapping("dots1", keys={"expert_count": "n_routed_experts", "expert_used_count": "num_experts_per_tok",
+                                    "expert_feed_forward_length": "moe_intermediate_size",
+                                    "feed_forward_length": "intermediate_size",
+                                    "expert_shared_count": "n_shared_experts",
+                                    "leading_dense_block_count": "first_k_dense_replace",
+                                    "expert_weights_scale": "routed_scaling_factor",
+                                    "expert_group_count": "n_group", "expert_group_used_count": "topk_group"}),
+)
