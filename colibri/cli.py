@@ -12,7 +12,6 @@ from pathlib import Path
 
 from .errors import ModelError
 from .loader import KV_TYPES, NUMA_MODES
-from .models.spec import ROUTER_TOPK_SOFTMAX
 from .quant_recipes import TARGETS as QUANT_TARGETS
 
 DEMO_MODEL = Path(__file__).resolve().parent / "demo_model"
@@ -170,7 +169,7 @@ def cmd_route(args) -> int:
 def cmd_inspect(args) -> int:
     import colibri
 
-    from .summary import dtype_histogram, human_bytes, human_count, summarize
+    from .summary import dtype_histogram, human_bytes, human_count, routing_text, summarize
 
     with colibri.load(args.model, threads=1, n_ctx=16) as model:
         c, s = model.config, summarize(model)
@@ -188,10 +187,9 @@ def cmd_inspect(args) -> int:
         ]
         if c.moe_layers:
             shared = f", shared expert {c.shared_expert_intermediate_size}" if c.shared_expert_intermediate_size else ""
-            gates = ("softmax over the top-k logits" if c.router_score == ROUTER_TOPK_SOFTMAX
-                     else "renormalised" if c.router_renormalize else "not renormalised")
             rows += [("experts per MoE layer", f"{c.num_experts}, top-{c.top_k}, width {c.expert_intermediate_size}"
-                      f"{shared}, {gates}"),
+                      f"{shared}"),
+                     ("routing", routing_text(c)),
                      ("MoE layers", ", ".join(map(str, c.moe_layers)))]
         rows += [
             ("parameters", f"{human_count(s.params_total)} total, {human_count(s.params_active)} active per token"),

@@ -83,6 +83,24 @@ def dtype_histogram(s: Summary) -> list[str]:
     return lines
 
 
+_SCORES = {"softmax": "softmax", "sigmoid": "sigmoid", "topk_softmax": "softmax over the top-k logits"}
+
+
+def routing_text(c) -> str:
+    """A MoE config's routing rule in words: 'sigmoid, selection bias, best 2 of 4 groups, top-3,
+    renormalised, x 2.5'."""
+    parts = (["router bias"] if c.router_bias else []) + [_SCORES[c.router_score]]
+    if c.router_selection_bias:
+        parts.append("selection bias")
+    if c.router_groups > 1:
+        parts.append(f"best {c.router_groups_used} of {c.router_groups} groups")
+    if c.router_score != "topk_softmax":
+        parts += [f"top-{c.top_k}", "renormalised" if c.router_renormalize else "not renormalised"]
+    if c.router_scale != 1.0:
+        parts.append(f"x {c.router_scale:g}")
+    return ", ".join(parts)
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":

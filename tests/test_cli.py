@@ -102,6 +102,14 @@ def test_inspect_counts_parameters(model_dir, tiny_model_factory):
     assert s.params_active < s.params_total
 
 
+def test_inspect_describes_the_routing_rule(tiny_model_factory):
+    r = colibri_cli("inspect", tiny_model_factory("glm4_moe-a").path)
+    assert r.returncode == 0, r.stderr
+    assert "sigmoid, selection bias, best 2 of 4 groups, top-3, renormalised, x 2.5" in r.stdout
+    r = colibri_cli("inspect", tiny_model_factory("granitemoe-a").path)
+    assert "softmax over the top-k logits" in r.stdout
+
+
 def test_check_passes_then_finds_nan(model_dir, tmp_path):
     r = colibri_cli("check", model_dir)
     assert r.returncode == 0, r.stderr
