@@ -71,9 +71,7 @@ CASES = {
                              norm_topk_prob=True, routed_scaling_factor=2.5),
                         unsorted=True),
     # gpt-oss: router bias, top-k on the logits, softmax over the chosen
-    "gpt_oss": Case("GptOssConfig", "gpt_oss", "GptOssTopKRouter",
-                    dict(num_local_experts=8, num_experts_per_tok=4),
-                    rule=dict(router_score=_native.ROUTER_TOPK_SOFTMAX, router_bias=1)),
+    "gpt_oss": Case("GptOssConfig", "gpt_oss", "GptOssTopKRouter", dict(num_local_experts=8, num_experts_per_tok=4)),
 }
 
 
