@@ -194,7 +194,9 @@ def open_gguf(path) -> tuple[GGUFFile, ModelConfig, list[tuple[TensorSlot, Weigh
         slots = tensor_slots(arch, config, limit=tensor_supply(t.shape for t in gguf.tensors.values()),
                              source=source)
         weights = [(slot, _weight(gguf, slot, config, names)) for slot in slots]
-        tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if "tokenizer.ggml.model" in gguf.metadata else None
+        # llama.cpp's tokenizer model "none": a file without a vocabulary, as one without the key
+        has_vocab = gguf.metadata.get("tokenizer.ggml.model", "none") != "none"
+        tokenizer = tokenizer_from_gguf(gguf.metadata, gguf.path) if has_vocab else None
         return gguf, config, weights, tokenizer
     except BaseException:
         gguf.close()

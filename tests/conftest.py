@@ -98,7 +98,7 @@ TINY_MODELS = {
                                                     embedding_multiplier=2.0, attention_multiplier=0.3,
                                                     residual_multiplier=0.7, logits_scaling=1.5, eos_token_id=87)),
     # softmax + selection bias, renormalised with a floor; a leading dense layer, a shared expert, tied
-    "ernie4_5_moe-a": ("ernie4_5_moe", dict(vocab_size=99, hidden_size=48, intermediate_size=40,
+    "ernie4_5_moe-a": ("ernie4_5_moe", dict(vocab_size=99, hidden_size=48, intermediate_size=32,
                                             moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=6,
                                             num_key_value_heads=2, moe_num_experts=6, moe_k=2,
                                             moe_num_shared_experts=1, moe_layer_start_index=1,
@@ -112,15 +112,16 @@ TINY_MODELS = {
                                             eos_token_id=85)),
     # V3 routing in 4 groups of 2 (2 kept), renormalised, scaled; a leading dense layer; a shared expert
     "dots1-a": ("dots1", dict(vocab_size=93, hidden_size=40, intermediate_size=48, moe_intermediate_size=14,
-                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, n_routed_experts=8,
+                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
                               num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1,
                               n_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=2.0,
                               eos_token_id=92)),
-    # no groups, not renormalised, two shared experts, every layer a sliding window of 6
+    # no groups, not renormalised, two shared experts, GQA, layer 0 full attention and layer 1 a
+    # sliding window of 6
     "dots1-b": ("dots1", dict(vocab_size=75, hidden_size=64, intermediate_size=40, moe_intermediate_size=32,
                               num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, n_routed_experts=5,
                               num_experts_per_tok=2, first_k_dense_replace=0, n_shared_experts=2,
-                              norm_topk_prob=False, sliding_window=6, max_window_layers=0, tie_word_embeddings=True,
+                              norm_topk_prob=False, sliding_window=6, max_window_layers=1, tie_word_embeddings=True,
                               eos_token_id=74)),
     # sigmoid + selection bias, q/k norm over all heads, half the head rotated
     "minimax_m2-a": ("minimax_m2", dict(vocab_size=101, hidden_size=48, intermediate_size=20, num_hidden_layers=2,

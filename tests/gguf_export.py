@@ -172,20 +172,21 @@ def _latent_attention(put, sd, p: str, b: str, cfg, joint_kv_b: bool) -> None:
 
 
 def export_gguf(model, checkpoint_dir, path, qtype="f32", tokenizer=None, joint_kv_b: bool = False,
-                quantizer=None, state=None) -> None:
+                quantizer=None, state=None, bare_vocab: bool = False) -> None:
     """model: the transformers model (for its config); checkpoint_dir: its save_pretrained output;
     qtype, quantizer: as _put takes them (qtype "mxfp4" for gpt-oss: the routed experts in MXFP4,
     everything else F32, as llama.cpp's MXFP4_MOE files); tokenizer: a byte-level BPE
     `tokenizers.Tokenizer` whose vocabulary is written as llama.cpp's `gpt2` model with the
     `gpt-4o` pre-tokenizer (o200k), or None for none; joint_kv_b: write latent attention's
     up-projections as older llama.cpp did (attn_kv_b); state: the weights (a state dict) instead
-    of checkpoint_dir's."""
+    of checkpoint_dir's; bare_vocab (FAMILIES only): no tokens, but tokenizer.ggml.model 'none' and
+    the vocabulary size, which llama.cpp needs to load a file."""
     from safetensors.numpy import load_file
 
     cfg = model.config
     model_type = cfg.model_type
     if model_type in FAMILIES:
-        _export_family(checkpoint_dir, path, qtype)
+        _export_family(checkpoint_dir, path, qtype, bare_vocab)
         return
     arch = GGUF_ARCH[model_type]
     if state is not None:
@@ -326,8 +327,7 @@ def _glm4_moe(w: GGUFWriter, hp: dict) -> int:
     _common_metadata(w, hp, hp["num_hidden_layers"] + nextn)
     head_dim = hp.get("head_dim") or hp["hidden_size"] // hp["num_attention_heads"]
     w.add_rope_dimension_count(int(head_dim * hp["rope_parameters"].get("partial_rotary_factor", 0.5)))
-    w.add_expert_count(hp["n_routed_experts"])
-    w.add_expert_feed_forward_length(hp["moe_intermediate_size"])
+    w.add_expert_feed_forward_length(hp["moe_intermediate_size"])   # (expert_count: written above)
     w.add_expert_shared_count(hp["n_shared_experts"])
     w.add_leading_dense_block_count(hp["first_k_dense_replace"])
     w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
@@ -426,7 +426,7 @@ def _hf_tensors(sd: dict[str, np.ndarray], hp: dict) -> list[tuple[str, np.ndarr
     return out
 
 
-def _export_family(checkpoint_dir, path, qtype: str) -> None:
+def _export_family(checkpoint_dir, path, qtype: str, bare_vocab: bool) -> None:
     from safetensors.numpy import load_file
 
     hp = json.loads((checkpoint_dir / "config.json").read_text())
@@ -434,6 +434,10 @@ def _export_family(checkpoint_dir, path, qtype: str) -> None:
     sd = {k: v.astype(np.float32) for k, v in load_file(f"{checkpoint_dir}/model.safetensors").items()}
     w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[arch])
     block_count = METADATA[hp["model_type"]](w, hp)
+    if bare_vocab:
+        w.add_tokenizer_model("none")
+        if hp["model_type"] not in ("granitemoe", "granitemoeshared"):   # Granite's converter writes it already
+            w.add_vocab_size(hp["vocab_size"])
     names = gguf.get_tensor_name_map(arch, block_count)
     modify = MODIFY.get(hp["model_type"], lambda name, array, hp: [(name, array)])
     for hf_name, hf_array in _hf_tensors(sd, hp):

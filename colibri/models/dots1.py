@@ -1,15 +1,15 @@
 """dots.llm1 (dots1): DeepSeek-V3 routing (sigmoid scores, e_score_correction_bias for the choice
 only, n_group / topk_group, renormalised with +1e-20 iff norm_topk_prob, routed_scaling_factor),
 per-head q/k RMSNorm, an ungated shared expert of n_shared_experts x moe_intermediate_size, dense
-layers before first_k_dense_replace; sliding-window attention where every layer uses it (the
+layers before first_k_dense_replace; sliding-window attention in the layers layer_types names (the
 released checkpoints use full attention in every layer)."""
 from .spec import (LLAMA_NAMES, QK_NORM_PER_HEAD, ROUTER_SIGMOID, Architecture, ConfigReader, GGUFMapping,
                    ModelConfig, read_common, router_groups)
 
 
-def _sliding_window(cfg: ConfigReader, layers: int) -> int:
-    """The window when every layer slides, 0 when none does (layer_types, else sliding_window from
-    layer max_window_layers on, as transformers decides); a mix is refused."""
+def _layer_windows(cfg: ConfigReader, layers: int) -> tuple[int, ...]:
+    """Each layer's sliding window (0: full attention) from layer_types, else, as transformers
+    decides, sliding_window from layer max_window_layers on; () when no layer slides."""
     window = cfg.int("sliding_window", 0, min=0, max=1 << 24)
     types = cfg.raw.get("layer_types")
     if types is None:
@@ -19,11 +19,11 @@ def _sliding_window(cfg: ConfigReader, layers: int) -> int:
             any(t not in ("full_attention", "sliding_attention") for t in types):
         raise cfg.error("layer_types", f"must list 'full_attention' or 'sliding_attention' for each of the "
                         f"{layers} layers, got {types!r}")
-    if all(t == "full_attention" for t in types):
-        return 0
-    if all(t == "sliding_attention" for t in types) and window:
-        return window
-    raise cfg.error("layer_types", "mixes full and sliding-window layers; that is not supported yet")
+    if "sliding_attention" not in types:
+        return ()
+    if window == 0:
+        raise cfg.error("sliding_window", "is missing or 0, but layer_types has sliding_attention layers")
+    return tuple(window if t == "sliding_attention" else 0 for t in types)
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
@@ -49,7 +49,7 @@ def read_config(cfg: ConfigReader) -> ModelConfig:
         router_scale=cfg.float("routed_scaling_factor", 1.0, min=0.0),
         **router_groups(cfg, experts, top_k, group_top=2),
         qk_norm=QK_NORM_PER_HEAD,
-        sliding_window=_sliding_window(cfg, layers),
+        layer_windows=_layer_windows(cfg, layers),
     )
 
 
