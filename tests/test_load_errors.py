@@ -61,6 +61,34 @@ def test_broken_config_is_refused(model_copy, changes, match):
     assert "config.json" in str(info.value) and "\n" not in str(info.value)
 
 
+# (tiny model, config changes, the error) for the later families' own fields
+FAMILY_CASES = [
+    ("group-not-dividing", "glm4_moe-a", dict(n_group=5), r"'n_group' = 5 must divide the number of experts \(12\)"),
+    ("groups-too-few", "glm4_moe-a", dict(topk_group=1, num_experts_per_tok=4),
+     r"'topk_group' = 1 groups of 3 experts cannot hold num_experts_per_tok=4"),
+    ("partial-rope-odd", "glm4_moe-a", dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                                             "partial_rotary_factor": 0.25}),
+     r"partial_rotary_factor' = 0.25 rotates 3 of head_dim=12 dims; that must be even"),
+    ("granite-zero-logits-scaling", "granitemoe-a", dict(logits_scaling=0.0), r"'logits_scaling' = 0.0 must be > 0"),
+    ("granite-o-bias", "granitemoe-a", dict(attention_bias=True), r"'attention_bias' = true is not supported"),
+    ("ernie-bias", "ernie4_5_moe-a", dict(use_bias=True), r"'use_bias' = true is not supported"),
+    ("dots1-layer-types", "dots1-a", dict(layer_types=["full_attention"]), r"'layer_types' must list"),
+    ("dots1-window-missing", "dots1-a", dict(layer_types=["sliding_attention"] * 3, sliding_window=None),
+     r"'sliding_window' is missing or 0, but layer_types has sliding_attention layers"),
+    ("minimax-softmax", "minimax_m2-a", dict(scoring_func="softmax"), r"'scoring_func' = 'softmax' is not supported"),
+]
+
+
+@pytest.mark.parametrize("name,changes,match", [c[1:] for c in FAMILY_CASES], ids=[c[0] for c in FAMILY_CASES])
+def test_broken_family_config_is_refused(tiny_model_factory, tmp_path, name, changes, match):
+    path = tmp_path / "model"
+    shutil.copytree(tiny_model_factory(name).path, path)
+    _edit_config(path, **changes)
+    with pytest.raises(ModelError, match=match) as info:
+        colibri.load(path)
+    assert "config.json" in str(info.value) and "\n" not in str(info.value)
+
+
 def _rewrite_tensors(path, edit):
     """Rewrite model.safetensors after applying edit(dict name -> array) (uses the safetensors package)."""
     from safetensors.numpy import load_file, save_file
