@@ -63,7 +63,7 @@ static void colibri_qkv_finish_range(void *arg, int64_t lo, int64_t hi) {
     colibri_context *ctx = task->ctx;
     const colibri_hparams *hp = &ctx->model->hp;
     colibri_scratch *s = &ctx->s;
-    int32_t hd = hp->head_dim, rd = hp->rope_dim;
+    int32_t hd = hp->head_dim, rd = ctx->model->rope_dim;
     int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;
     int64_t span[2] = {hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : Q, hp->qk_norm == COLIBRI_QK_NORM_PER_HEAD ? hd : K};
     void (*rope)(float *, const float *, int32_t) =

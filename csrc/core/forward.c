@@ -84,9 +84,8 @@ static void colibri_norm_rows(colibri_context *ctx, const colibri_tensor *norm, 
     colibri_parallel_for(ctx, T, 2 * hp->n_embd, colibri_norm_range, &task);
 }
 
-/* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
 void colibri_residual_rows(colibri_context *ctx, const float *y, int64_t lo, int64_t hi) {
-    float r = ctx->model->hp.residual_scale;
+    float r = ctx->model->residual_scale;
     int64_t D = ctx->model->hp.n_embd;
     float *x = ctx->s.x;   /* x: [T, D] */
     if (r == 1.0f) {
@@ -96,6 +95,7 @@ void colibri_residual_rows(colibri_context *ctx, const float *y, int64_t lo, int
     }
 }
 
+/* x[t] += o[t] for tokens [lo, hi) (arg: the context). */
 static void colibri_residual_range(void *arg, int64_t lo, int64_t hi) {
     colibri_context *ctx = (colibri_context *)arg;
     colibri_residual_rows(ctx, ctx->s.o, lo, hi);
@@ -110,10 +110,10 @@ static void colibri_embed_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {   /* x: [T, D] */
         float *x = task->ctx->s.x + t * hp->n_embd;
         colibri_row_to_f32(embd->data, embd->dtype, (int64_t)task->batch->token[t] * hp->n_embd, hp->n_embd, x);
-        if (hp->embd_scale != 1.0f) {
-            for (int64_t d = 0; d < hp->n_embd; d++) x[d] *= hp->embd_scale;
+        if (m->embd_scale != 1.0f) {
+            for (int64_t d = 0; d < hp->n_embd; d++) x[d] *= m->embd_scale;
         }
-        colibri_rope_table(m->rope_inv_freq, hp->rope_dim, task->batch->pos[t], hp->rope_attn_factor,
+        colibri_rope_table(m->rope_inv_freq, m->rope_dim, task->batch->pos[t], hp->rope_attn_factor,
                            task->ctx->s.rope_cs + t * hp->head_dim);   /* cos | sin of rope_dim/2 each */
     }
 }
@@ -150,8 +150,8 @@ static void colibri_lm_head(colibri_context *ctx, const colibri_batch *batch, co
     colibri_matmul_job head = {.w = w_out, .x = s->h, .x_stride = D, .y = out->logits,   /* [n_wanted, V] */
                                .y_stride = hp->n_vocab, .n = n_wanted};
     colibri_matmul_run(ctx, &head, 1);
-    if (hp->logit_scale != 1.0f) {
-        for (int64_t i = 0; i < (int64_t)n_wanted * hp->n_vocab; i++) out->logits[i] /= hp->logit_scale;
+    if (m->logit_scale != 1.0f) {
+        for (int64_t i = 0; i < (int64_t)n_wanted * hp->n_vocab; i++) out->logits[i] /= m->logit_scale;
     }
 }
 

@@ -70,6 +70,8 @@ typedef struct colibri_router {
 struct colibri_model {
     colibri_hparams hp;          /* the two arrays point at the copies below */
     colibri_router router;       /* from hp (MoE models) */
+    int32_t rope_dim;            /* hp's, with its 0 default resolved: the rotated dims per head */
+    float embd_scale, residual_scale, logit_scale;   /* hp's, with 0 resolved to 1 */
     float *rope_inv_freq;        /* rope_inv_freq: [head_dim/2] */
     uint8_t *layer_is_moe;       /* layer_is_moe: [n_layer] */
     int32_t *layer_window;       /* layer_window: [n_layer] each layer's sliding window (0 = full),

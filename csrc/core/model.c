@@ -189,10 +189,10 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp) {
     m->hp.layer_is_moe = m->layer_is_moe;
     colibri_router_from_hparams(hp, &m->router);
     m->hp.layer_window = m->layer_window;
-    if (m->hp.rope_dim == 0) m->hp.rope_dim = hp->head_dim;
-    if (m->hp.embd_scale == 0.0f) m->hp.embd_scale = 1.0f;
-    if (m->hp.residual_scale == 0.0f) m->hp.residual_scale = 1.0f;
-    if (m->hp.logit_scale == 0.0f) m->hp.logit_scale = 1.0f;
+    m->rope_dim = hp->rope_dim ? hp->rope_dim : hp->head_dim;
+    m->embd_scale = hp->embd_scale != 0.0f ? hp->embd_scale : 1.0f;
+    m->residual_scale = hp->residual_scale != 0.0f ? hp->residual_scale : 1.0f;
+    m->logit_scale = hp->logit_scale != 0.0f ? hp->logit_scale : 1.0f;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!m->layer_is_moe[l]) continue;
         m->layers[l].experts = (colibri_tensor *)calloc((size_t)hp->n_expert * COLIBRI_EXPERT_KINDS,
