@@ -6,6 +6,7 @@ test_parity.py and test_gguf_model.py, over the deepseek_* entries of conftest.T
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import shutil
 
@@ -155,3 +156,22 @@ def test_config_refusals(tiny_model_factory, tmp_path, field, value, message):
     shutil.copyfile(source / "model.safetensors", target / "model.safetensors")
     with pytest.raises(ModelError, match=message):
         colibri.load(target)
+
+
+def test_partial_rope_refused_with_latent_attention():
+    """Latent attention rotates all head_dim (RoPE) dims: a rope_dim short of it is refused by
+    colibri_model_create and by the .colibri reader's checks, each with one line."""
+    from colibri import _native
+    from colibri.formats.native import check_hparams
+    from colibri.native_model import hparams_for, hparams_values
+
+    config = _v2_lite_config()
+    hp, keep = hparams_for(config)
+    hp.rope_dim = config.head_dim - 2
+    words = "latent attention rotates all head_dim=64 RoPE dims (rope_dim 0 or 64), got 62"
+    assert not _native.lib().colibri_model_create(ctypes.byref(hp))
+    assert words in _native.last_error()
+    with pytest.raises(ModelError) as error:
+        check_hparams(hparams_values(hp), "f.colibri")
+    assert words in str(error.value)
+    del keep

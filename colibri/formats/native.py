@@ -222,6 +222,8 @@ def _check_latent(hp: dict[str, Any], require: Callable[[bool, str], None]) -> N
                 "latent attention has no attn_bias, qk_norm, qkv_clip, sliding window, attn_out_bias or attn_sinks")
         require(bool(np.isfinite(hp["latent_norm_eps"])) and hp["latent_norm_eps"] >= 0,
                 "latent_norm_eps must be finite and >= 0")
+        require(hp["rope_dim"] in (0, hp["head_dim"]), f"latent attention rotates all head_dim={hp['head_dim']} "
+                f"RoPE dims (rope_dim 0 or {hp['head_dim']}), got {hp['rope_dim']}")
     else:
         require(hp["q_lora_rank"] == 0 and hp["head_dim_nope"] == 0 and hp["head_dim_v"] == 0,
                 "q_lora_rank, head_dim_nope and head_dim_v need latent attention (kv_lora_rank > 0)")
