@@ -51,7 +51,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
-from colibri.convert import F32_KINDS
+from colibri.convert import f32_kinds
 from colibri.formats import native
 from colibri.models import ConfigReader, architecture, tensor_slots
 
@@ -186,13 +186,10 @@ class Weights:
         return self._quant[key][self._rows(slot.name, rows)]
 
 
-VECTOR_KINDS = frozenset({"EXPERT_GATE_BIAS", "EXPERT_UP_BIAS", "EXPERT_DOWN_BIAS"})   # 2-D, read as rows
-
-
 def stored_as_f32(slot) -> bool:
     """Norms, biases and routers stay f32 in every file, as llama.cpp's converter and `colibri convert`
     keep them."""
-    return len(slot.shape) == 1 or slot.kind in F32_KINDS or slot.kind in VECTOR_KINDS
+    return len(slot.shape) == 1 or slot.kind in f32_kinds()
 
 
 def stored_type(slot, qtype: str) -> str:

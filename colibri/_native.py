@@ -6,6 +6,7 @@ every foreign call, so a forward step runs without holding it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from pathlib import Path
@@ -139,6 +140,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_last_error": (ctypes.c_char_p, []),
         "colibri_model_create": (vp, [ctypes.POINTER(Hparams)]),
         "colibri_model_set_tensor": (c_int, [vp, c_i32, c_i32, c_i32, vp, c_i32, c_i64, c_i64]),
+        "colibri_tensor_kind_is_vector": (c_int, [c_i32]),
         "colibri_model_finalize": (c_int, [vp]),
         "colibri_model_free": (None, [vp]),
         "colibri_model_hparams": (ctypes.POINTER(Hparams), [vp]),
@@ -202,6 +204,13 @@ def lib() -> ctypes.CDLL:
             raise ModelError(f"{path}: libcolibri API version {version}, expected {API_VERSION}")
         _lib = loaded
     return _lib
+
+
+@functools.cache
+def vector_kinds() -> frozenset[str]:
+    """The tensor kinds libcolibri reads as vectors (norms, biases, sinks), which block types may
+    not hold: colibri_tensor_kind_is_vector, the one list of them."""
+    return frozenset(kind for kind in TENSOR_KINDS if lib().colibri_tensor_kind_is_vector(KIND[kind]) == 1)
 
 
 def last_error() -> str:

@@ -8,7 +8,7 @@ Matrices are stored at the requested dtype: f32, f16 or bf16 (rounded to nearest
 GGUF block type for every matrix (q8_0, q4_0, q4_1, q4_k, q5_k, q6_k), or a K-quant mix
 (q4_k_m, q5_k_m: colibri/quant_recipes.py), quantized by the C core's quantizers; a matrix
 whose rows are not whole blocks of its type takes a smaller block's type (or f16). Norms,
-biases and routers stay f32 (exact for every source dtype). The architecture
+biases, sinks and routers stay f32 (exact for every source dtype). The architecture
 machinery (colibri.models) decides which tensors exist and their shapes, so the file holds
 exactly what colibri_model_set_tensor expects, in the kernel's order. The tokenizer files,
 chat templates, config.json and generation_config.json travel in the metadata.
@@ -36,9 +36,17 @@ from .quant_recipes import TARGETS, fitting, stored_type
 TARGET_DTYPES = ("f32", "f16", "bf16", *TARGETS, "keep")
 FLOAT_TARGETS = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
 BLOCK_TYPES = {t.name: t for t in DTYPES if t.is_block}
-# Kinds kept in f32 whatever the target: read whole as vectors, or the router's few rows.
-F32_KINDS = frozenset({"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM",
-                       "ROUTER", "SHARED_ROUTER"})
+# The routers' few rows stay f32 whatever the target: rounding them can change which experts run.
+ROUTER_KINDS = frozenset({"ROUTER", "SHARED_ROUTER"})
+
+
+def f32_kinds() -> frozenset[str]:
+    """The kinds kept in f32 whatever the target: every kind the C core reads as a vector (norms,
+    biases, sinks: _native.vector_kinds, so a kind added to the C core's list is covered here)
+    and the routers."""
+    from . import _native
+
+    return ROUTER_KINDS | _native.vector_kinds()
 
 
 def to_f32(array: np.ndarray, dtype: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -203,7 +211,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, dtype: str = "bf16",
             source_dtype, array = tensor(slot)
             if dtype == "keep":
                 stored = source_dtype
-            elif slot.kind in F32_KINDS:
+            elif slot.kind in f32_kinds():
                 stored = "F32"
             elif dtype in FLOAT_TARGETS:
                 stored = FLOAT_TARGETS[dtype]

@@ -11,7 +11,7 @@ A mix, per tensor kind:
   - with exactly 8 experts (Mixtral-style), where attention is a small share of the bytes:
     WK and WV Q8_0, WO at least Q5_K;
   - everything else: the mix's base type.
-Norms, biases and routers stay F32 (convert.F32_KINDS). A row that is not whole blocks of the
+Norms, biases, sinks and routers stay F32 (convert.f32_kinds()). A row that is not whole blocks of the
 chosen type takes the next type that fits (FALLBACK), as llama.cpp does, then F16.
 """
 from __future__ import annotations

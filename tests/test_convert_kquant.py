@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import colibri
-from colibri.convert import F32_KINDS, convert, to_f32
+from colibri.convert import convert, f32_kinds, to_f32
 
 from conftest import token_ids
 from gguf_export import export_gguf
@@ -58,7 +58,7 @@ def files(request, tiny_model_factory, tmp_path_factory):
 
 def _types(path) -> dict[tuple, str]:
     with colibri.load(path, threads=1, n_ctx=16) as m:
-        return {(s.kind, s.layer, s.expert): ref.dtype for s, ref in m.weights if s.kind not in F32_KINDS}
+        return {(s.kind, s.layer, s.expert): ref.dtype for s, ref in m.weights if s.kind not in f32_kinds()}
 
 
 @pytest.mark.parametrize("target", MIXES)
@@ -82,7 +82,7 @@ def _dequantized(path) -> dict[tuple, tuple[str, np.ndarray]]:
     """Every quantizable matrix of a file: (stored type, its float32 values)."""
     with colibri.load(path, threads=1, n_ctx=16) as m:
         return {(s.kind, s.layer, s.expert): (ref.dtype, to_f32(np.asarray(ref.array), ref.dtype, s.shape).reshape(s.shape))
-                for s, ref in m.weights if s.kind not in F32_KINDS}
+                for s, ref in m.weights if s.kind not in f32_kinds()}
 
 
 def test_rounding_error_at_most_llama_cpps(files):

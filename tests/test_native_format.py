@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import colibri
-from colibri.convert import convert
+from colibri.convert import convert, f32_kinds
 from colibri.errors import ModelError
 from colibri.formats import native
 from colibri.model import Model
@@ -92,6 +92,60 @@ def test_logits_bitwise_equal_to_source(converted, name, dtype):
     with _native_model(path) as model:
         got = model.logits(ids)
     assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def _named_vector(kind: str) -> bool:
+    """A kind named as a norm, a bias or a sink."""
+    return kind.endswith(("_NORM", "_BIAS", "_SINKS")) or kind in ("BQ", "BK", "BV", "BO")
+
+
+def test_vector_kinds_cover_every_norm_bias_and_sink():
+    """The C core's list of vector kinds (colibri_tensor_kind_is_vector), which the converter keeps
+    in f32 and both readers refuse in block types, holds every kind named as a norm, bias or sink,
+    and no other."""
+    from colibri import _native
+
+    assert _native.vector_kinds() == {kind for kind in native.KINDS if _named_vector(kind)}
+    assert {"ROUTER_BIAS", "ROUTER_SEL_BIAS", "ATTN_SINKS", "EXPERT_DOWN_BIAS", "Q_A_NORM"} <= f32_kinds()
+    assert {"ROUTER", "SHARED_ROUTER"} <= f32_kinds() and "WQ" not in f32_kinds()
+    assert _native.lib().colibri_tensor_kind_is_vector(len(native.KINDS)) == -1
+
+
+def _kept_f32(name: str) -> bool:
+    """The checkpoint tensors a quantized or bf16 conversion must keep exact, by their Hugging Face
+    names alone: norms, biases (router, selection, q/k/v/o, experts'), sinks and routers."""
+    return name.endswith(("norm.weight", "bias", "sinks", ".gate.weight", ".router.weight", "expert_gate.weight"))
+
+
+@pytest.mark.parametrize("name", ["glm4_moe-a", "ernie4_5_moe-a", "deepseek_v3-a"])
+def test_bf16_conversion_keeps_norms_biases_sinks_and_routers_f32(tiny_model_factory, tmp_path, name):
+    """An f32 checkpoint converted to bf16: every norm, bias, selection bias, sink and router is
+    stored F32 (the rest BF16), and the logits equal BITWISE those of the same checkpoint with
+    only its other tensors rounded to bf16 (a rounded norm shows there; a rounded selection
+    bias only where it flips a choice, hence the dtype check)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tiny = tiny_model_factory(name)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for file in tiny.path.glob("*.json"):
+        shutil.copy(file, mixed / file.name)
+    tensors = {key: value if _kept_f32(key) else value.to(torch.bfloat16)
+               for key, value in load_file(tiny.path / "model.safetensors").items()}
+    save_file(tensors, mixed / "model.safetensors", metadata={"format": "pt"})
+    path = convert(tiny.path, tmp_path / f"{name}.colibri", "bf16", progress=False)
+    file = native.NativeFile.open(path)
+    try:
+        stored = {(e.kind_name, e.dtype_name) for e in file.entries}
+    finally:
+        file.close()
+    exact = {kind for kind, _ in stored if _named_vector(kind) or kind in ("ROUTER", "SHARED_ROUTER")}
+    assert stored == {(kind, "F32" if kind in exact else "BF16") for kind, _ in stored}
+    assert exact & {"ROUTER_SEL_BIAS", "BQ", "Q_A_NORM"}   # the kinds this test is about are there
+    with colibri.load(mixed, threads=2) as reference, _native_model(path) as model:
+        ids = token_ids(reference.config.vocab_size, SEQ_LEN, seed=4)
+        assert np.array_equal(model.logits(ids), reference.logits(ids))
 
 
 @pytest.mark.parametrize("name", ["qwen2_moe-a", "mixtral-a"])

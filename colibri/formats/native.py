@@ -63,8 +63,6 @@ assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALA
 DTYPES = {t.colibri_id: (t.name, t.block_elems, t.block_bytes) for t in dtype_table.DTYPES}
 DTYPE_IDS = {name: i for i, (name, _, _) in DTYPES.items()}
 KINDS = _native.TENSOR_KINDS
-_VECTOR_KINDS = {"OUTPUT_NORM", "ATTN_NORM", "BQ", "BK", "BV", "Q_NORM", "K_NORM", "FFN_NORM", "ROUTER_BIAS",
-                 "ROUTER_SEL_BIAS", "Q_A_NORM", "KV_A_NORM"}
 _EXPERT_KINDS = {"EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN"}
 
 # Side files a converted model carries in metadata["files"] (name -> text).
@@ -499,7 +497,7 @@ def _validate(where: str, b: mmap.mmap) -> tuple[dict, dict, list[Entry], dict]:
         if (e.rows, e.cols) != want[3:]:
             raise ModelError(f"{where}: tensor {i} ({e.describe()}): expected shape [{want[3]}, {want[4]}], "
                              f"got [{e.rows}, {e.cols}]")
-        if DTYPES[e.dtype][1] > 1 and got[0] in _VECTOR_KINDS:
+        if DTYPES[e.dtype][1] > 1 and got[0] in _native.vector_kinds():
             raise ModelError(f"{where}: tensor {i} ({e.describe()}): dtype {e.dtype_name} is for matrices; "
                              "norms and biases must be F32, F16 or BF16")
         entries.append(e)

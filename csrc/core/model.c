@@ -42,6 +42,10 @@ static int colibri_kind_is_vector(int32_t kind) {
     }
 }
 
+COLIBRI_API int colibri_tensor_kind_is_vector(int32_t kind) {
+    return kind < 0 || kind >= COLIBRI_T_COUNT ? -1 : colibri_kind_is_vector(kind);
+}
+
 /* ---- hyperparameters ---------------------------------------------------- */
 
 static int colibri_flag_ok(int32_t v) {

@@ -273,6 +273,10 @@ COLIBRI_API colibri_model *colibri_model_create(const colibri_hparams *hp);
 COLIBRI_API int colibri_model_set_tensor(colibri_model *m, int32_t kind, int32_t layer,
                                          int32_t expert, const void *data, int32_t dtype,
                                          int64_t rows, int64_t cols);
+/* 1 for the kinds read as vectors (norms, biases, sinks: F32, F16 or BF16 only,
+ * block types refused), 0 for the other kinds, -1 for a kind out of range.
+ * Converters keep these kinds in f32. */
+COLIBRI_API int colibri_tensor_kind_is_vector(int32_t kind);
 COLIBRI_API int colibri_model_finalize(colibri_model *m);
 COLIBRI_API void colibri_model_free(colibri_model *m);
 /* The hyperparameters the model was built with (for a loaded file: its validated
