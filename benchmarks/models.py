@@ -82,8 +82,7 @@ SHAPES = {
                                         moe_intermediate_size=768, norm_topk_prob=True)),
 }
 # The files each shape is measured in (default: GGUF and .colibri at q8_0 and q4_0). gpt-oss is
-# measured as it ships: MXFP4 experts, the other matrices at Q8_0 (GGUF only: .colibri cannot hold
-# gpt-oss's attention and MLP variants yet). The Qwen3-30B-A3B shape is for the paging benchmark.
+# measured as it ships: MXFP4 experts, the other matrices at Q8_0 (GGUF only). The Qwen3-30B-A3B shape is for the paging benchmark.
 FILES = {"gpt-oss-20b": ("gguf-mxfp4",), "deepseek-v2-lite": ("gguf-q4_0", "colibri-q4_0"),
          "qwen3-30b-a3b": ("gguf-q4_0",)}
 # the "zipf" routers' skew per shape (module docstring): the 20% most popular experts of a layer

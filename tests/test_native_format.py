@@ -29,7 +29,7 @@ from conftest import token_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 PARITY_MODELS = ("mixtral-b", "qwen2_moe-a", "qwen3_moe-b", "olmoe-b", "llama-b", "glm4_moe-a", "granitemoeshared-a",
-                 "ernie4_5_moe-a", "dots1-a", "minimax_m2-a")
+                 "ernie4_5_moe-a", "dots1-a", "minimax_m2-a", "gpt_oss-a", "gpt_oss-b")
 SEQ_LEN = 24
 
 
@@ -117,7 +117,7 @@ def _kept_f32(name: str) -> bool:
     return name.endswith(("norm.weight", "bias", "sinks", ".gate.weight", ".router.weight", "expert_gate.weight"))
 
 
-@pytest.mark.parametrize("name", ["glm4_moe-a", "ernie4_5_moe-a", "deepseek_v3-a"])
+@pytest.mark.parametrize("name", ["glm4_moe-a", "ernie4_5_moe-a", "deepseek_v3-a", "gpt_oss-a"])
 def test_bf16_conversion_keeps_norms_biases_sinks_and_routers_f32(tiny_model_factory, tmp_path, name):
     """An f32 checkpoint converted to bf16: every norm, bias, selection bias, sink and router is
     stored F32 (the rest BF16), and the logits equal BITWISE those of the same checkpoint with
@@ -142,7 +142,7 @@ def test_bf16_conversion_keeps_norms_biases_sinks_and_routers_f32(tiny_model_fac
         file.close()
     exact = {kind for kind, _ in stored if _named_vector(kind) or kind in ("ROUTER", "SHARED_ROUTER")}
     assert stored == {(kind, "F32" if kind in exact else "BF16") for kind, _ in stored}
-    assert exact & {"ROUTER_SEL_BIAS", "BQ", "Q_A_NORM"}   # the kinds this test is about are there
+    assert exact & {"ROUTER_SEL_BIAS", "BQ", "Q_A_NORM", "ATTN_SINKS"}   # the kinds this test is about are there
     with colibri.load(mixed, threads=2) as reference, _native_model(path) as model:
         ids = token_ids(reference.config.vocab_size, SEQ_LEN, seed=4)
         assert np.array_equal(model.logits(ids), reference.logits(ids))
@@ -319,6 +319,14 @@ def _unknown_hparams_extension(data: bytearray) -> None:
     data[at:64 + hparams_size + 4] = struct.pack("<f", 1.5) + data[at:64 + hparams_size]
 
 
+def _layer_windows_flag(value: int):
+    """The layer_windows extension field set to `value` (the file stores no windows array)."""
+    def mutate(data: bytearray) -> None:
+        index = [name for name, _ in native._HP_EXT].index("layer_windows")
+        struct.pack_into("<i", data, 64 + native.HPARAMS_FIXED_BYTES + 4 * index, value)
+    return mutate
+
+
 def _repeat_an_expert(data: bytearray) -> None:
     """Expert 1's gate claims to be expert 0's (same shape, so only the order rule catches it)."""
     i = _first(data, "EXPERT_GATE")
@@ -336,6 +344,8 @@ MALFORMED = {
     "hparams insane": (_hparam_n_head_kv_zero, "n_head_kv"),
     "hparams n_ext wrong": (lambda d: struct.pack_into("<I", d, 64 + native.HPARAMS_V1_BYTES, 10), "hparams_size"),
     "hparams extension unknown": (_unknown_hparams_extension, f"extension field {len(native._HP_EXT)} is unknown"),
+    "layer_windows flag not 0/1": (_layer_windows_flag(2), "layer_windows must be 0 or 1, got 2"),
+    "layer_windows without the array": (_layer_windows_flag(1), "hparams_size"),
     "offset misaligned": (lambda d: _set_entry(d, 3, "offset", _entry(d, 3).offset + 8), "not a multiple of 64"),
     "offset past EOF": (lambda d: _set_entry(d, 3, "offset", 1 << 50), "past the end"),
     "overlap": (lambda d: _set_entry(d, 3, "offset", _entry(d, 2).offset), "overlaps"),
@@ -351,6 +361,33 @@ MALFORMED = {
     "metadata not UTF-8": (_bad_utf8_metadata, "UTF-8"),
     "tiny file": (lambda d: d.__delitem__(slice(40, None)), "smaller than the 64-byte header"),
 }
+
+
+def test_layer_windows_travel_and_are_checked(converted, tmp_path):
+    """gpt-oss's sliding and full layers are stored as the layer_window array (layer_windows = 1),
+    read back by both readers as config.json's layer_types say; a negative window is refused by
+    both, each with one line."""
+    source, path = converted("gpt_oss-a", "f32")
+    config = json.loads((source / "config.json").read_text())
+    want = tuple(config["sliding_window"] if t == "sliding_attention" else 0 for t in config["layer_types"])
+    assert 0 in want and config["sliding_window"] in want
+    file = native.NativeFile.open(path)
+    try:
+        hp = file.hparams
+    finally:
+        file.close()
+    assert hp["layer_windows"] == 1 and hp["layer_window"] == want
+    with _native_model(path) as model:
+        assert model._native.hparams()["layer_window"] == want
+    data = bytearray(path.read_bytes())
+    n_ext = struct.unpack_from("<I", data, 64 + native.HPARAMS_V1_BYTES)[0]
+    windows_at = 64 + native.HPARAMS_FIXED_BYTES + 4 * n_ext + 2 * hp["head_dim"] + hp["n_layer"]
+    struct.pack_into("<i", data, windows_at + 4, -5)
+    bad = tmp_path / "bad.colibri"
+    bad.write_bytes(bytes(data))
+    for read in (native.NativeFileModel, native.NativeFile.open):
+        with pytest.raises(ModelError, match=r"bad\.colibri: hparams: layer_window\[1\] must be >= 0, got -5$"):
+            read(bad)
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,10 @@ _HP_EXT = (("router_score", "i"), ("router_bias", "i"), ("router_sel_bias", "i")
            ("router_norm_eps", "f"), ("router_scale", "f"),
            ("kv_lora_rank", "i"), ("q_lora_rank", "i"), ("head_dim_nope", "i"), ("head_dim_v", "i"),
            ("latent_norm_eps", "f"), ("rope_dim", "i"), ("embd_scale", "f"),
-           ("residual_scale", "f"), ("logit_scale", "f"))
+           ("residual_scale", "f"), ("logit_scale", "f"),
+           ("attn_out_bias", "i"), ("attn_sinks", "i"), ("expert_bias", "i"), ("ffn_act", "i"),
+           ("ffn_alpha", "f"), ("ffn_limit", "f"),
+           ("layer_windows", "i"))   # not a colibri_hparams field: 1 = i32[n_layer] windows follow layer_is_moe
 assert _HEADER.size == HEADER_BYTES and _ENTRY.size == ENTRY_BYTES and _HP_SCALARS.size == HPARAMS_V1_BYTES
 
 # dtype id -> (name, elements per block, bytes per block)
@@ -125,22 +128,26 @@ def _describe(kind: str, layer: int, expert: int) -> str:
 
 def encode_hparams(config: ModelConfig) -> bytes:
     """The hparams block of a ModelConfig, through the same mapping the C model is built with."""
-    hp, (inv_freq, layer_is_moe, _) = hparams_for(config)
+    hp, (inv_freq, layer_is_moe, layer_window) = hparams_for(config)
     # every colibri_hparams field the block does not hold must be off (0 or NULL)
     beyond = [name for name, _ in hp._fields_ if name not in _HP_FIELDS and name not in dict(_HP_EXT)
-              and name not in ("rope_inv_freq", "layer_is_moe") and getattr(hp, name)]
+              and name not in ("rope_inv_freq", "layer_is_moe", "layer_window") and getattr(hp, name)]
     if beyond:
         raise ModelError(f"{config.architecture}: the .colibri format (version {VERSION}) cannot hold "
                          f"{', '.join(beyond)} yet; load the Hugging Face directory or GGUF file instead")
+    ext = {name: getattr(hp, name) for name, _ in _HP_EXT if name != "layer_windows"}
+    ext["layer_windows"] = int(layer_window is not None)
     scalars = _HP_SCALARS.pack(*(getattr(hp, f) for f in _HP_FIELDS))
-    ext = struct.pack("<I" + "".join(kind for _, kind in _HP_EXT), len(_HP_EXT),
-                      *(getattr(hp, name) for name, _ in _HP_EXT))
-    return scalars + ext + inv_freq.astype("<f4").tobytes() + layer_is_moe.astype("u1").tobytes()
+    ext_bytes = struct.pack("<I" + "".join(kind for _, kind in _HP_EXT), len(_HP_EXT),
+                            *(ext[name] for name, _ in _HP_EXT))
+    windows = b"" if layer_window is None else layer_window.astype("<i4").tobytes()
+    return scalars + ext_bytes + inv_freq.astype("<f4").tobytes() + layer_is_moe.astype("u1").tobytes() + windows
 
 
 def decode_hparams(block: bytes, where: str) -> dict[str, Any]:
-    """Field -> value (rope_inv_freq: [head_dim/2] float32 array, layer_is_moe: tuple); the block's
-    size must be exactly 92 + 4*n_ext + 4*head_dim/2 + n_layer."""
+    """Field -> value (rope_inv_freq: [head_dim/2] float32 array, layer_is_moe and layer_window:
+    tuples); the block's size must be exactly 92 + 4*n_ext + 4*head_dim/2 + n_layer, plus
+    4*n_layer with layer_windows."""
     values = _HP_SCALARS.unpack_from(block, 0)
     hp = dict(zip(_HP_FIELDS, values))
     head_dim, n_layer = hp["head_dim"], hp["n_layer"]
@@ -148,23 +155,29 @@ def decode_hparams(block: bytes, where: str) -> dict[str, Any]:
         raise ModelError(f"{where}: hparams: head_dim must be even and > 0 and n_layer > 0, "
                          f"got {head_dim} and {n_layer}")
     n_ext = struct.unpack_from("<I", block, HPARAMS_V1_BYTES)[0]
-    want = HPARAMS_FIXED_BYTES + 4 * n_ext + 2 * head_dim + n_layer
-    if len(block) != want:
-        raise ModelError(f"{where}: hparams_size: expected {want} (92 + 4*n_ext + 4*head_dim/2 + n_layer), "
-                         f"got {len(block)}")
+    arrays = HPARAMS_FIXED_BYTES + 4 * n_ext
     for name, kind in _HP_EXT:
         hp[name] = 0.0 if kind == "f" else 0
-    for i in range(n_ext):
-        at = HPARAMS_FIXED_BYTES + 4 * i
-        if i < len(_HP_EXT):
-            name, kind = _HP_EXT[i]
-            hp[name] = struct.unpack_from("<" + kind, block, at)[0]
-        elif block[at:at + 4] != bytes(4):
-            raise ModelError(f"{where}: hparams: extension field {i} is unknown to this reader (it knows "
-                             f"{len(_HP_EXT)}; a newer Colibri wrote the file) and not 0")
-    arrays = HPARAMS_FIXED_BYTES + 4 * n_ext
+    if len(block) >= arrays:   # the extension fields lie inside the block
+        for i in range(n_ext):
+            at = HPARAMS_FIXED_BYTES + 4 * i
+            if i < len(_HP_EXT):
+                name, kind = _HP_EXT[i]
+                hp[name] = struct.unpack_from("<" + kind, block, at)[0]
+            elif block[at:at + 4] != bytes(4):
+                raise ModelError(f"{where}: hparams: extension field {i} is unknown to this reader (it knows "
+                                 f"{len(_HP_EXT)}; a newer Colibri wrote the file) and not 0")
+        if hp["layer_windows"] not in (0, 1):
+            raise ModelError(f"{where}: hparams: layer_windows must be 0 or 1, got {hp['layer_windows']}")
+    want = arrays + 2 * head_dim + n_layer + (4 * n_layer if hp["layer_windows"] else 0)
+    if len(block) != want:
+        raise ModelError(f"{where}: hparams_size: expected {want} (92 + 4*n_ext + 4*head_dim/2 + n_layer, "
+                         f"+ 4*n_layer with layer_windows), got {len(block)}")
     hp["rope_inv_freq"] = np.frombuffer(block, "<f4", head_dim // 2, arrays).astype(np.float32)
-    hp["layer_is_moe"] = tuple(block[arrays + 2 * head_dim:])
+    windows_at = arrays + 2 * head_dim + n_layer
+    hp["layer_is_moe"] = tuple(block[arrays + 2 * head_dim:windows_at])
+    hp["layer_window"] = (tuple(int(w) for w in np.frombuffer(block, "<i4", n_layer, windows_at))
+                          if hp["layer_windows"] else (hp["sliding_window"],) * n_layer)
     return hp
 
 
@@ -180,8 +193,14 @@ def check_hparams(hp: dict[str, Any], where: str) -> None:
             f"n_head_kv must be > 0 and divide n_head={hp['n_head']}, got {hp['n_head_kv']}")
     for name in ("n_ff", "n_ff_shared", "sliding_window", "n_expert", "n_expert_used", "n_ff_expert"):
         require(hp[name] >= 0, f"{name} must be >= 0, got {hp[name]}")
-    for name in ("shared_gated", "router_renorm", "attn_bias", "tied_embeddings", "rope_interleaved"):
+    for name in ("shared_gated", "router_renorm", "attn_bias", "tied_embeddings", "rope_interleaved",
+                 "attn_out_bias", "attn_sinks", "expert_bias"):
         require(hp[name] in (0, 1), f"{name} must be 0 or 1")
+    require(hp["ffn_act"] in (0, 1), f"ffn_act must be 0 (SWIGLU) or 1 (SWIGLU_CLAMPED), got {hp['ffn_act']}")
+    require(hp["ffn_act"] != 1 or all(np.isfinite(hp[n]) and hp[n] > 0 for n in ("ffn_alpha", "ffn_limit")),
+            "SWIGLU_CLAMPED needs finite ffn_alpha > 0 and ffn_limit > 0")
+    for l, window in enumerate(hp["layer_window"]):
+        require(window >= 0, f"layer_window[{l}] must be >= 0, got {window}")
     require(not hp["shared_gated"] or hp["n_ff_shared"] > 0,
             "shared_gated=1 needs a shared expert (n_ff_shared > 0)")
     require(hp["qk_norm"] in (0, 1, 2), f"qk_norm must be 0, 1 or 2, got {hp['qk_norm']}")
@@ -216,7 +235,8 @@ def _check_latent(hp: dict[str, Any], require: Callable[[bool, str], None]) -> N
         require(hp["head_dim_nope"] > 0 and hp["head_dim_v"] > 0,
                 "latent attention (kv_lora_rank > 0) needs head_dim_nope and head_dim_v > 0")
         require(hp["n_head_kv"] == 1, f"latent attention needs n_head_kv = 1 (one latent), got {hp['n_head_kv']}")
-        require(not hp["attn_bias"] and not hp["qk_norm"] and hp["qkv_clip"] == 0 and not hp["sliding_window"],
+        require(not hp["attn_bias"] and not hp["qk_norm"] and hp["qkv_clip"] == 0 and not any(hp["layer_window"])
+                and not hp["attn_out_bias"] and not hp["attn_sinks"],
                 "latent attention has no attn_bias, qk_norm, qkv_clip, sliding window, attn_out_bias or attn_sinks")
         require(bool(np.isfinite(hp["latent_norm_eps"])) and hp["latent_norm_eps"] >= 0,
                 "latent_norm_eps must be finite and >= 0")
@@ -279,6 +299,10 @@ def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]
             out += [("WQ", l, -1, Q, D), ("WK", l, -1, K, D), ("WV", l, -1, K, D), ("WO", l, -1, D, Q)]
         if hp["attn_bias"]:
             out += [("BQ", l, -1, 1, Q), ("BK", l, -1, 1, K), ("BV", l, -1, 1, K)]
+        if hp["attn_out_bias"]:
+            out.append(("BO", l, -1, 1, D))
+        if hp["attn_sinks"]:
+            out.append(("ATTN_SINKS", l, -1, 1, hp["n_head"]))
         if hp["qk_norm"]:
             per_head = hp["qk_norm"] == _native.QK_NORM_PER_HEAD
             out += [("Q_NORM", l, -1, 1, hd if per_head else Q), ("K_NORM", l, -1, 1, hd if per_head else K)]
@@ -299,6 +323,9 @@ def expected_tensors(hp: dict[str, Any]) -> list[tuple[str, int, int, int, int]]
             out.append(("ROUTER_BIAS", l, -1, 1, hp["n_expert"]))
         if hp["router_sel_bias"]:
             out.append(("ROUTER_SEL_BIAS", l, -1, 1, hp["n_expert"]))
+        if hp["expert_bias"]:
+            out += [("EXPERT_GATE_BIAS", l, -1, hp["n_expert"], Fe), ("EXPERT_UP_BIAS", l, -1, hp["n_expert"], Fe),
+                    ("EXPERT_DOWN_BIAS", l, -1, hp["n_expert"], D)]
     return sorted(out, key=lambda t: Entry(KINDS.index(t[0]), t[1], t[2], 0, 0, 0, 0, 0).order_key())
 
 

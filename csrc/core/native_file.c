@@ -174,7 +174,11 @@ static int colibri_file_read_header(const char *path, const unsigned char *b, ui
 
 /* The hparams fields after version 1's 88 bytes, in file order (FORMAT.md
  * "Extension fields"): each 4 bytes, an i32 or an f32. Appended to, never
- * reordered; a file with fewer leaves the rest 0 (their defaults). */
+ * reordered; a file with fewer leaves the rest 0 (their defaults).
+ * COLIBRI_FILE_HP_EXT_WINDOWS marks the one that is not a colibri_hparams
+ * field: layer_windows, 1 when an i32[n_layer] of per-layer sliding windows
+ * follows layer_is_moe (hp->layer_window), 0 when every layer uses sliding_window. */
+#define COLIBRI_FILE_HP_EXT_WINDOWS SIZE_MAX
 static const size_t colibri_file_hp_ext[] = {
     offsetof(colibri_hparams, router_score),     offsetof(colibri_hparams, router_bias),
     offsetof(colibri_hparams, router_sel_bias),  offsetof(colibri_hparams, router_n_group),
@@ -187,15 +191,27 @@ static const size_t colibri_file_hp_ext[] = {
     offsetof(colibri_hparams, rope_dim),
     offsetof(colibri_hparams, embd_scale),       offsetof(colibri_hparams, residual_scale),
     offsetof(colibri_hparams, logit_scale),
+    offsetof(colibri_hparams, attn_out_bias),    offsetof(colibri_hparams, attn_sinks),
+    offsetof(colibri_hparams, expert_bias),      offsetof(colibri_hparams, ffn_act),
+    offsetof(colibri_hparams, ffn_alpha),        offsetof(colibri_hparams, ffn_limit),
+    COLIBRI_FILE_HP_EXT_WINDOWS,
 };
 #define COLIBRI_FILE_HP_EXT_KNOWN (sizeof colibri_file_hp_ext / sizeof colibri_file_hp_ext[0])
 
-/* Reads the extension fields at p (n_ext of them, inside the block) into hp;
- * a field this reader does not know must be 0. */
-static int colibri_file_read_hp_ext(const char *path, const unsigned char *p, uint32_t n_ext, colibri_hparams *hp) {
+/* Reads the extension fields at p (n_ext of them, inside the block) into hp,
+ * and the layer_windows flag into *windows; a field this reader does not know
+ * must be 0. */
+static int colibri_file_read_hp_ext(const char *path, const unsigned char *p, uint32_t n_ext, colibri_hparams *hp,
+                                    int32_t *windows) {
+    *windows = 0;
     for (uint32_t i = 0; i < n_ext; i++) {
         uint32_t bits = colibri_le_u32(p + 4 * (size_t)i);
-        if (i < COLIBRI_FILE_HP_EXT_KNOWN) {
+        if (i < COLIBRI_FILE_HP_EXT_KNOWN && colibri_file_hp_ext[i] == COLIBRI_FILE_HP_EXT_WINDOWS) {
+            *windows = (int32_t)bits;
+            if (*windows != 0 && *windows != 1) {
+                return COLIBRI_FAIL("%s: hparams: layer_windows must be 0 or 1, got %d", path, *windows);
+            }
+        } else if (i < COLIBRI_FILE_HP_EXT_KNOWN) {
             memcpy((char *)hp + colibri_file_hp_ext[i], &bits, sizeof bits);   /* i32 or f32, 4 bytes */
         } else if (bits != 0) {
             return COLIBRI_FAIL("%s: hparams: extension field %u is unknown to this reader (it knows %u; "
@@ -206,11 +222,13 @@ static int colibri_file_read_hp_ext(const char *path, const unsigned char *p, ui
     return COLIBRI_OK;
 }
 
-/* Reads the hparams block into hp; its arrays point into the mapping (the
- * model copies them). Checks the block's size against n_ext, head_dim and
- * n_layer; colibri_model_create checks the values. */
+/* Reads the hparams block into hp; its arrays point into the mapping or into
+ * *arrays (one allocation for the copied rope_inv_freq and layer windows, which
+ * the caller frees once the model has copied them). Checks the block's size
+ * against n_ext, head_dim, n_layer and the layer_windows flag;
+ * colibri_model_create checks the values. */
 static int colibri_file_read_hparams(const char *path, const unsigned char *b, const colibri_file_header *h,
-                                     colibri_hparams *hp, float **inv_freq) {
+                                     colibri_hparams *hp, void **arrays) {
     const unsigned char *p = b + COLIBRI_FILE_HEADER_BYTES;
     int32_t *ints[17] = {&hp->n_vocab, &hp->n_embd, &hp->n_layer, &hp->n_head, &hp->n_head_kv,
                          &hp->head_dim, &hp->n_ff, &hp->n_expert, &hp->n_expert_used, &hp->n_ff_expert,
@@ -227,25 +245,39 @@ static int colibri_file_read_hparams(const char *path, const unsigned char *b, c
                             path, hp->head_dim, hp->n_layer);
     }
     uint32_t n_ext = colibri_le_u32(p + COLIBRI_FILE_HPARAMS_V1_BYTES);
-    uint64_t want = COLIBRI_FILE_HPARAMS_FIXED_BYTES + 4 * (uint64_t)n_ext + 2 * (uint64_t)hp->head_dim +
-                    (uint64_t)hp->n_layer;
-    if (h->hparams_size != want) {
-        return COLIBRI_FAIL("%s: hparams_size: expected %llu (92 + 4*n_ext + 4*head_dim/2 + n_layer), got %u",
-                            path, (unsigned long long)want, h->hparams_size);
+    uint64_t ext_end = COLIBRI_FILE_HPARAMS_FIXED_BYTES + 4 * (uint64_t)n_ext;
+    uint64_t want = ext_end + 2 * (uint64_t)hp->head_dim + (uint64_t)hp->n_layer;
+    int32_t windows = 0;
+    if (h->hparams_size >= ext_end) {   /* the extension fields lie inside the block */
+        int rc = colibri_file_read_hp_ext(path, p + COLIBRI_FILE_HPARAMS_FIXED_BYTES, n_ext, hp, &windows);
+        if (rc != COLIBRI_OK) return rc;
+        want += windows ? 4 * (uint64_t)hp->n_layer : 0;
     }
-    int rc = colibri_file_read_hp_ext(path, p + COLIBRI_FILE_HPARAMS_FIXED_BYTES, n_ext, hp);
-    if (rc != COLIBRI_OK) return rc;
+    if (h->hparams_size != want) {
+        return COLIBRI_FAIL("%s: hparams_size: expected %llu (92 + 4*n_ext + 4*head_dim/2 + n_layer, "
+                            "+ 4*n_layer with layer_windows), got %u", path, (unsigned long long)want,
+                            h->hparams_size);
+    }
     p += 4 * (size_t)n_ext;   /* the arrays follow the extension fields */
     if (h->n_layer != hp->n_layer || h->n_expert != hp->n_expert) {
         return COLIBRI_FAIL("%s: header n_layer/n_expert (%d, %d) differ from the hparams block's (%d, %d)",
                             path, h->n_layer, h->n_expert, hp->n_layer, hp->n_expert);
     }
     int32_t half = hp->head_dim / 2;
-    *inv_freq = (float *)malloc((size_t)half * sizeof(float));
-    if (!*inv_freq) return colibri_error_set(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
-    for (int32_t i = 0; i < half; i++) (*inv_freq)[i] = colibri_le_f32(p + COLIBRI_FILE_HPARAMS_FIXED_BYTES + 4 * (size_t)i);
-    hp->rope_inv_freq = *inv_freq;
-    hp->layer_is_moe = p + COLIBRI_FILE_HPARAMS_FIXED_BYTES + 4 * (size_t)half;
+    /* one allocation: inv_freq [half] f32, then the windows [n_layer] i32 if any */
+    *arrays = malloc((size_t)half * sizeof(float) + (windows ? (size_t)hp->n_layer * sizeof(int32_t) : 0));
+    if (!*arrays) return colibri_error_set(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
+    float *inv_freq = (float *)*arrays;
+    const unsigned char *at = p + COLIBRI_FILE_HPARAMS_FIXED_BYTES;
+    for (int32_t i = 0; i < half; i++) inv_freq[i] = colibri_le_f32(at + 4 * (size_t)i);
+    hp->rope_inv_freq = inv_freq;
+    hp->layer_is_moe = at + 4 * (size_t)half;
+    if (windows) {
+        int32_t *window = (int32_t *)(inv_freq + half);   /* window: [n_layer] */
+        const unsigned char *src = hp->layer_is_moe + hp->n_layer;
+        for (int32_t l = 0; l < hp->n_layer; l++) window[l] = colibri_le_i32(src + 4 * (size_t)l);
+        hp->layer_window = window;
+    }
     return COLIBRI_OK;
 }
 
@@ -445,7 +477,7 @@ static int colibri_file_map(const char *path, int paged, void **base, uint64_t *
 static colibri_model *colibri_file_build(const char *path, const unsigned char *b, uint64_t size,
                                          const colibri_file_header *h) {
     colibri_hparams hp;
-    float *inv_freq = NULL;
+    void *inv_freq = NULL;   /* the hparams' copied arrays */
     memset(&hp, 0, sizeof hp);
     if (colibri_file_read_hparams(path, b, h, &hp, &inv_freq)) {
         free(inv_freq);
