@@ -323,3 +323,21 @@ def test_mxfp4_checkpoint_is_repacked_not_dequantized(mxfp4_model, harmony_model
     with colibri.load(path, threads=2) as m:
         assert {ref.dtype for s, ref in m.weights if s.kind.startswith("EXPERT_") and "BIAS" not in s.kind} == {"MXFP4"}
         assert m.logits(ids).tobytes() == got.tobytes()
+
+
+def test_mxfp4_experts_convert_to_colibri_as_stored(mxfp4_model, tmp_path):
+    """`colibri convert ... keep` writes the MXFP4 experts of a released-style checkpoint, and of the
+    GGUF written from it, into .colibri as the same MXFP4 blocks (the rest as stored: f32 here):
+    both files load bitwise as the source they came from."""
+    from colibri.convert import convert
+
+    reference, directory, _ = mxfp4_model
+    ids = [8 + i for i in token_ids(reference.config.vocab_size - 8, 24, seed=12)]
+    gguf_path = tmp_path / "mxfp4.gguf"
+    export_gguf(reference, directory, gguf_path, "mxfp4", state=reference.state_dict())
+    for source in (directory, gguf_path):
+        native_path = convert(source, tmp_path / f"{source.name}.colibri", "keep", progress=False)
+        with colibri.load(source, threads=2) as want, colibri.load(native_path, threads=2) as got:
+            experts = {ref.dtype for s, ref in got.weights if s.kind in ("EXPERT_GATE", "EXPERT_UP", "EXPERT_DOWN")}
+            assert experts == {"MXFP4"}
+            assert got.logits(ids).tobytes() == want.logits(ids).tobytes()
