@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import latent, rope
-from .spec import (LLAMA_NAMES, ROUTER_SOFTMAX, Architecture, ConfigReader, GGUFMapping, ModelConfig, read_common,
-                   router_groups)
+from .spec import (LLAMA_NAMES, ROUTER_SOFTMAX, Architecture, ConfigReader, GGUFMapping, ModelConfig,
+                   deepseek_moe_fields, read_common, router_groups)
 
 # Hugging Face names of the latent attention tensors and of DeepSeek's shared experts
 DEEPSEEK_NAMES = {
@@ -51,36 +51,12 @@ def latent_fields(cfg: ConfigReader) -> dict[str, Any]:
     )
 
 
-def moe_fields(cfg: ConfigReader, *, first_dense: int, shared: int, scale: float) -> dict[str, Any]:
-    """Experts, shared experts, the gate scale, and which layers are MoE: layer l routes when
-    l >= first_k_dense_replace and l % moe_layer_freq == 0 (DeepSeek's rule; transformers
-    has no moe_layer_freq and needs it 1). The keyword arguments are the defaults of
-    transformers' config class for absent fields."""
-    layers = cfg.int("num_hidden_layers", max=4096)
-    first = cfg.int("first_k_dense_replace", first_dense, min=0, max=layers)
-    freq = cfg.int("moe_layer_freq", 1, max=layers)
-    moe_layers = tuple(l for l in range(layers) if l >= first and l % freq == 0)
-    width = cfg.int("moe_intermediate_size", max=1 << 20)
-    router_scale = cfg.float("routed_scaling_factor", scale, min=0.0)
-    if router_scale == 0.0:
-        raise cfg.error("routed_scaling_factor", "= 0 would zero every routed expert")
-    return dict(
-        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if len(moe_layers) < layers else 0,
-        num_experts=cfg.int("n_routed_experts", max=4096),
-        top_k=cfg.int("num_experts_per_tok", max=4096),
-        expert_intermediate_size=width,
-        shared_expert_intermediate_size=width * cfg.int("n_shared_experts", shared, min=0, max=4096),
-        moe_layers=moe_layers,
-        router_scale=router_scale,
-    )
-
-
 def read_config(cfg: ConfigReader) -> ModelConfig:
     cfg.require_value("scoring_func", ("softmax",), "softmax")
     method = cfg.require_value("topk_method", ("greedy", "group_limited_greedy"), "greedy")
     # transformers' V2 router ignores norm_topk_prob; DeepSeek's own code renormalises with it
     cfg.require_value("norm_topk_prob", (False,), False)
-    moe = moe_fields(cfg, first_dense=0, shared=2, scale=1.0)
+    moe = deepseek_moe_fields(cfg, first_dense=0, shared=2, scale=1.0)
     groups = (router_groups(cfg, moe["num_experts"], moe["top_k"], group_top=1)
               if method == "group_limited_greedy" else {})
     # transformers' V2 rotates complex (adjacent) pairs of the RoPE dims

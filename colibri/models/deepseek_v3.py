@@ -6,22 +6,20 @@ times routed_scaling_factor. RoPE on adjacent pairs (rope_interleave, transforme
 or on halves."""
 from __future__ import annotations
 
-from .deepseek_v2 import DEEPSEEK2_KEYS, DEEPSEEK2_NAMES, DEEPSEEK_NAMES, fill_from_gguf, latent_fields, moe_fields
-from .spec import ROUTER_SIGMOID, Architecture, ConfigReader, GGUFMapping, ModelConfig, read_common, router_groups
+from .deepseek_v2 import DEEPSEEK2_KEYS, DEEPSEEK2_NAMES, DEEPSEEK_NAMES, fill_from_gguf, latent_fields
+from .spec import (Architecture, ConfigReader, GGUFMapping, ModelConfig, deepseek_moe_fields, read_common,
+                   sigmoid_group_routing)
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
     cfg.require_value("scoring_func", ("sigmoid",), "sigmoid")
     cfg.require_value("topk_method", ("noaux_tc",), "noaux_tc")
     # absent fields take the defaults of transformers' DeepseekV3Config
-    moe = moe_fields(cfg, first_dense=3, shared=1, scale=2.5)
-    renormalize = cfg.bool("norm_topk_prob", True)
+    moe = deepseek_moe_fields(cfg, first_dense=3, shared=1, scale=2.5)
     if "n_group" not in cfg.raw:   # transformers' V3 router always groups (n_group 8, topk_group 4)
         raise cfg.error("n_group", "is missing (1: no expert groups)")
     return read_common(cfg, "deepseek_v3", **latent_fields(cfg), **moe,
-                       **router_groups(cfg, moe["num_experts"], moe["top_k"], group_top=2),
-                       router_score=ROUTER_SIGMOID, router_selection_bias=True, router_renormalize=renormalize,
-                       router_norm_eps=1e-20 if renormalize else 0.0,
+                       **sigmoid_group_routing(cfg, moe, renormalize=cfg.bool("norm_topk_prob", True)),
                        rope_interleaved=cfg.bool("rope_interleave", True))
 
 

@@ -3,8 +3,8 @@ only, n_group / topk_group, renormalised with +1e-20 iff norm_topk_prob, routed_
 per-head q/k RMSNorm, an ungated shared expert of n_shared_experts x moe_intermediate_size, dense
 layers before first_k_dense_replace; sliding-window attention in the layers layer_types names (the
 released checkpoints use full attention in every layer)."""
-from .spec import (LLAMA_NAMES, QK_NORM_PER_HEAD, ROUTER_SIGMOID, Architecture, ConfigReader, GGUFMapping,
-                   ModelConfig, read_common, router_groups)
+from .spec import (LLAMA_NAMES, QK_NORM_PER_HEAD, Architecture, ConfigReader, GGUFMapping, ModelConfig,
+                   deepseek_moe_fields, read_common, sigmoid_group_routing)
 
 
 def _layer_windows(cfg: ConfigReader, layers: int) -> tuple[int, ...]:
@@ -27,29 +27,15 @@ def _layer_windows(cfg: ConfigReader, layers: int) -> tuple[int, ...]:
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
-    layers = cfg.int("num_hidden_layers", max=4096)
-    experts = cfg.int("n_routed_experts", max=4096)
-    top_k = cfg.int("num_experts_per_tok", max=4096)
-    dense = cfg.int("first_k_dense_replace", 0, min=0, max=layers)
-    moe_ff = cfg.int("moe_intermediate_size", max=1 << 20)
     if cfg.bool("attention_bias", False):
         raise cfg.error("attention_bias", "= true is not supported yet (o_proj bias)")
+    # absent fields take the defaults of transformers' Dots1Config
+    moe = deepseek_moe_fields(cfg, first_dense=0, shared=0, scale=1.0)
     return read_common(
-        cfg, "dots1",
-        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if dense else 0,
-        num_experts=experts,
-        top_k=top_k,
-        expert_intermediate_size=moe_ff,
-        shared_expert_intermediate_size=moe_ff * cfg.int("n_shared_experts", 0, min=0, max=256),
-        moe_layers=tuple(range(dense, layers)),
-        router_renormalize=cfg.bool("norm_topk_prob", False),
-        router_score=ROUTER_SIGMOID,
-        router_selection_bias=True,
-        router_norm_eps=1e-20,
-        router_scale=cfg.float("routed_scaling_factor", 1.0, min=0.0),
-        **router_groups(cfg, experts, top_k, group_top=2),
+        cfg, "dots1", **moe,
+        **sigmoid_group_routing(cfg, moe, renormalize=cfg.bool("norm_topk_prob", False)),
         qk_norm=QK_NORM_PER_HEAD,
-        layer_windows=_layer_windows(cfg, layers),
+        layer_windows=_layer_windows(cfg, cfg.int("num_hidden_layers", max=4096)),
     )
 
 

@@ -7,30 +7,16 @@ The checkpoint's extra multi-token-prediction layers (num_nextn_predict_layers, 
 num_hidden_layers decoder layers) are not part of next-token inference and are not read; llama.cpp
 counts them in block_count, so GGUF files subtract them."""
 from ..errors import ModelError
-from .spec import (LLAMA_NAMES, QK_NORM_NONE, QK_NORM_PER_HEAD, ROUTER_SIGMOID, Architecture, ConfigReader,
-                   GGUFMapping, ModelConfig, read_common, router_groups)
+from .spec import (LLAMA_NAMES, QK_NORM_NONE, QK_NORM_PER_HEAD, Architecture, ConfigReader, GGUFMapping,
+                   ModelConfig, deepseek_moe_fields, read_common, sigmoid_group_routing)
 
 
 def read_config(cfg: ConfigReader) -> ModelConfig:
-    layers = cfg.int("num_hidden_layers", max=4096)
-    experts = cfg.int("n_routed_experts", max=4096)
-    top_k = cfg.int("num_experts_per_tok", max=4096)
-    dense = cfg.int("first_k_dense_replace", 0, min=0, max=layers)
-    moe_ff = cfg.int("moe_intermediate_size", max=1 << 20)
+    # absent fields take the defaults of transformers' Glm4MoeConfig
+    moe = deepseek_moe_fields(cfg, first_dense=1, shared=1, scale=1.0)
     return read_common(
-        cfg, "glm4_moe",
-        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if dense else 0,
-        num_experts=experts,
-        top_k=top_k,
-        expert_intermediate_size=moe_ff,
-        shared_expert_intermediate_size=moe_ff * cfg.int("n_shared_experts", 0, min=0, max=256),
-        moe_layers=tuple(range(dense, layers)),
-        router_renormalize=cfg.bool("norm_topk_prob", True),
-        router_score=ROUTER_SIGMOID,
-        router_selection_bias=True,
-        router_norm_eps=1e-20,
-        router_scale=cfg.float("routed_scaling_factor", 1.0, min=0.0),
-        **router_groups(cfg, experts, top_k, group_top=2),
+        cfg, "glm4_moe", **moe,
+        **sigmoid_group_routing(cfg, moe, renormalize=cfg.bool("norm_topk_prob", True)),
         qk_norm=QK_NORM_PER_HEAD if cfg.bool("use_qk_norm", False) else QK_NORM_NONE,
         attention_bias=cfg.bool("attention_bias", False),
     )

@@ -242,6 +242,41 @@ def router_groups(cfg: ConfigReader, num_experts: int, top_k: int, group_top: in
     return dict(router_groups=groups, router_groups_used=used, router_group_top=group_top)
 
 
+def deepseek_moe_fields(cfg: ConfigReader, *, first_dense: int, shared: int, scale: float) -> dict[str, Any]:
+    """Experts, shared experts, the gate scale, and which layers are MoE, as the DeepSeek-style
+    configs (DeepSeek-V2/V3, GLM-4.5, dots.llm1) name them: layer l routes when
+    l >= first_k_dense_replace and l % moe_layer_freq == 0 (DeepSeek's rule; transformers
+    has no moe_layer_freq and needs it 1). The keyword arguments are the defaults of the
+    architecture's transformers config class for absent fields."""
+    layers = cfg.int("num_hidden_layers", max=4096)
+    first = cfg.int("first_k_dense_replace", first_dense, min=0, max=layers)
+    freq = cfg.int("moe_layer_freq", 1, max=layers)
+    moe_layers = tuple(l for l in range(layers) if l >= first and l % freq == 0)
+    width = cfg.int("moe_intermediate_size", max=1 << 20)
+    router_scale = cfg.float("routed_scaling_factor", scale, min=0.0)
+    if router_scale == 0.0:
+        raise cfg.error("routed_scaling_factor", "= 0 would zero every routed expert")
+    return dict(
+        intermediate_size=cfg.int("intermediate_size", max=1 << 20) if len(moe_layers) < layers else 0,
+        num_experts=cfg.int("n_routed_experts", max=4096),
+        top_k=cfg.int("num_experts_per_tok", max=4096),
+        expert_intermediate_size=width,
+        shared_expert_intermediate_size=width * cfg.int("n_shared_experts", shared, min=0, max=4096),
+        moe_layers=moe_layers,
+        router_scale=router_scale,
+    )
+
+
+def sigmoid_group_routing(cfg: ConfigReader, moe: dict[str, Any], *, renormalize: bool) -> dict[str, Any]:
+    """DeepSeek-V3's router as V3, GLM-4.5 and dots.llm1 share it: sigmoid scores, the
+    e_score_correction_bias added for the choice only, n_group groups scored by their best two
+    (topk_group kept), gates the unbiased scores, renormalised (sum + 1e-20) iff `renormalize`,
+    times routed_scaling_factor (in `moe`, from deepseek_moe_fields)."""
+    return dict(router_score=ROUTER_SIGMOID, router_selection_bias=True, router_renormalize=renormalize,
+                router_norm_eps=1e-20 if renormalize else 0.0,
+                **router_groups(cfg, moe["num_experts"], moe["top_k"], group_top=2))
+
+
 def sparse_layers(cfg: ConfigReader, num_layers: int, num_experts: int) -> tuple[int, ...]:
     """Layers with routed experts under Qwen-style ``mlp_only_layers`` / ``decoder_sparse_step``."""
     mlp_only = set(cfg.int_list("mlp_only_layers", min=0, max=num_layers - 1))
