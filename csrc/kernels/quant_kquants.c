@@ -70,6 +70,27 @@ static void colibri_k_refine(const float *x, const float *w, int n, float d_q, f
     }
 }
 
+/* The symmetric super-block fit Q3_K and Q6_K share: each of xb's 16 sub-blocks
+ * of 16 gets its best scale for levels in [lo, hi]; the f16 super-scale *d16 maps
+ * the largest (by magnitude, sign kept) to code sc_lo; each sub-block's integer
+ * scale code sc[s] in [sc_lo, sc_hi] is then refined. Writes the levels to L. */
+static void colibri_k_fit_symmetric(const float *xb, int32_t lo, int32_t hi, int32_t sc_lo, int32_t sc_hi,
+                                    uint16_t *d16, int32_t sc[16], int8_t L[COLIBRI_QK_K]) {
+    float w[COLIBRI_QK_K], scale[16], max_scale = 0.0f;   /* w: [256] weights; scale: [16] */
+    for (int s = 0; s < 16; s++) {
+        colibri_default_weights(xb + 16 * s, 16, w + 16 * s);
+        scale[s] = colibri_fit_scale(xb + 16 * s, w + 16 * s, 16, lo, hi, L + 16 * s);
+        if (fabsf(scale[s]) > fabsf(max_scale)) max_scale = scale[s];
+    }
+    *d16 = colibri_k_super(max_scale, (float)sc_lo);
+    float d = colibri_f16_to_f32(*d16);
+    for (int s = 0; s < 16; s++) {
+        int32_t m = 0;
+        sc[s] = colibri_k_code(scale[s], d, sc_lo, sc_hi);
+        colibri_k_refine(xb + 16 * s, w + 16 * s, 16, d, 0.0f, lo, hi, sc_lo, sc_hi, 0, &sc[s], &m, L + 16 * s);
+    }
+}
+
 /* ---- Q2_K -------------------------------------------------------------------------- */
 
 void colibri_quantize_row_q2_k(const float *x, void *dst, int64_t n) {
@@ -115,22 +136,11 @@ void colibri_dequantize_row_q2_k(const void *src, float *y, int64_t n) {
 void colibri_quantize_row_q3_k(const float *x, void *dst, int64_t n) {
     colibri_block_q3_k *b = (colibri_block_q3_k *)dst;
     for (int64_t i = 0; i < n / COLIBRI_QK_K; i++) {
-        const float *xb = x + i * COLIBRI_QK_K;   /* xb: [256] */
-        float w[COLIBRI_QK_K], scale[16], max_scale = 0.0f;
-        int8_t L[COLIBRI_QK_K];
-        for (int s = 0; s < 16; s++) {
-            colibri_default_weights(xb + 16 * s, 16, w + 16 * s);
-            scale[s] = colibri_fit_scale(xb + 16 * s, w + 16 * s, 16, -4, 3, L + 16 * s);
-            if (fabsf(scale[s]) > fabsf(max_scale)) max_scale = scale[s];
-        }
-        b[i].d = colibri_k_super(max_scale, -32.0f);
-        float d = colibri_f16_to_f32(b[i].d);
+        int8_t L[COLIBRI_QK_K];   /* L: [256] levels in [-4, 3] */
+        int32_t sc[16];
+        colibri_k_fit_symmetric(x + i * COLIBRI_QK_K, -4, 3, -32, 31, &b[i].d, sc, L);
         uint8_t sc6[16];
-        for (int s = 0; s < 16; s++) {
-            int32_t sc = colibri_k_code(scale[s], d, -32, 31), m = 0;
-            colibri_k_refine(xb + 16 * s, w + 16 * s, 16, d, 0.0f, -4, 3, -32, 31, 0, &sc, &m, L + 16 * s);
-            sc6[s] = (uint8_t)(sc + 32);
-        }
+        for (int s = 0; s < 16; s++) sc6[s] = (uint8_t)(sc[s] + 32);
         memset(b[i].scales, 0, sizeof b[i].scales);
         for (int s = 0; s < 16; s++) {
             b[i].scales[s % 8] |= (uint8_t)((sc6[s] & 0x0f) << (4 * (s / 8)));
@@ -244,21 +254,10 @@ void colibri_dequantize_row_q5_k(const void *src, float *y, int64_t n) {
 void colibri_quantize_row_q6_k(const float *x, void *dst, int64_t n) {
     colibri_block_q6_k *b = (colibri_block_q6_k *)dst;
     for (int64_t i = 0; i < n / COLIBRI_QK_K; i++) {
-        const float *xb = x + i * COLIBRI_QK_K;   /* xb: [256] */
-        float w[COLIBRI_QK_K], scale[16], max_scale = 0.0f;
-        int8_t L[COLIBRI_QK_K];
-        for (int s = 0; s < 16; s++) {
-            colibri_default_weights(xb + 16 * s, 16, w + 16 * s);
-            scale[s] = colibri_fit_scale(xb + 16 * s, w + 16 * s, 16, -32, 31, L + 16 * s);
-            if (fabsf(scale[s]) > fabsf(max_scale)) max_scale = scale[s];
-        }
-        b[i].d = colibri_k_super(max_scale, -128.0f);
-        float d = colibri_f16_to_f32(b[i].d);
-        for (int s = 0; s < 16; s++) {
-            int32_t sc = colibri_k_code(scale[s], d, -128, 127), m = 0;
-            colibri_k_refine(xb + 16 * s, w + 16 * s, 16, d, 0.0f, -32, 31, -128, 127, 0, &sc, &m, L + 16 * s);
-            b[i].scales[s] = (int8_t)sc;
-        }
+        int8_t L[COLIBRI_QK_K];   /* L: [256] levels in [-32, 31] */
+        int32_t sc[16];
+        colibri_k_fit_symmetric(x + i * COLIBRI_QK_K, -32, 31, -128, 127, &b[i].d, sc, L);
+        for (int s = 0; s < 16; s++) b[i].scales[s] = (int8_t)sc[s];
         memset(b[i].ql, 0, sizeof b[i].ql);
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int e = 0; e < COLIBRI_QK_K; e++) {   /* colibri_q6_k_quant's layout */
