@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "blocks_quants.h"
+#include "transpose16.h"
 
 #define COLIBRI_BP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
 #define COLIBRI_BP_TILE 8      /* tokens whose accumulators stay in registers */
@@ -54,23 +55,6 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
     }
 }
 
-/* out[k], lane r (k < 4): dword k of the 16 bytes at blk[r] + at (gemm_quant.c's transpose). */
-static inline void colibri_bp_transpose(const uint8_t *const blk[16], int64_t at, __m512i out[4]) {
-    __m512i z[4];   /* z: [k] rows k + 4i in 128-bit lane i */
-    for (int k = 0; k < 4; k++) {
-        z[k] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[k] + at)));
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 8] + at)), 2);
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 12] + at)), 3);
-    }
-    __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    out[0] = _mm512_unpacklo_epi64(t0, t2);
-    out[1] = _mm512_unpackhi_epi64(t0, t2);
-    out[2] = _mm512_unpacklo_epi64(t1, t3);
-    out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 /* The tile's and the group's loops unrolled, so that the accumulators live in registers. */
 #define COLIBRI_BP_UNROLL _Pragma("GCC unroll 8")
 
@@ -91,8 +75,8 @@ static inline void colibri_bp_transpose(const uint8_t *const blk[16], int64_t at
         colibri_block_panel panel;                                                                                \
         colibri_block_tokens side;                                                                                \
         uint8_t u[COLIBRI_BP_ROWS][64];   /* u: [row] one group pair's unsigned quants, before the transpose */   \
-        const uint8_t *urow[COLIBRI_BP_ROWS];                                                                    \
-        for (int r = 0; r < COLIBRI_BP_ROWS; r++) urow[r] = u[r];                                                 \
+        const char *urow[COLIBRI_BP_ROWS];                                                                        \
+        for (int r = 0; r < COLIBRI_BP_ROWS; r++) urow[r] = (const char *)u[r];                                   \
         int64_t n_groups = n / 32, a_bytes = (int64_t)sizeof(colibri_block_q8_s);                                 \
         for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_BP_TOKENS) {                                               \
             int64_t kt = n_tok - t0 < COLIBRI_BP_TOKENS ? n_tok - t0 : COLIBRI_BP_TOKENS;                         \
@@ -112,8 +96,8 @@ static inline void colibri_bp_transpose(const uint8_t *const blk[16], int64_t at
                             _mm512_storeu_si512((void *)u[r], PAIR(WBLOCK, QUANTS2, chunk, p, ng));               \
                         }                                                                                         \
                         for (int64_t g = 2 * p; g < 2 * p + 2 && g < ng; g++) {                                   \
-                            colibri_bp_transpose(urow, 32 * (g - 2 * p), panel.qs[g]);                            \
-                            colibri_bp_transpose(urow, 32 * (g - 2 * p) + 16, panel.qs[g] + 4);                   \
+                            colibri_transpose16(urow, 32 * (g - 2 * p), panel.qs[g]);                             \
+                            colibri_transpose16(urow, 32 * (g - 2 * p) + 16, panel.qs[g] + 4);                    \
                         }                                                                                         \
                     }                                                                                             \
                     for (int r = 0; r < COLIBRI_BP_ROWS; r++) {    /* scales */                                  \

@@ -33,6 +33,7 @@
 #include "../isa.h"
 #include "../quant.h"
 #include "../x86_avx2/gemm_panel.h"   /* the activation side (colibri_token_side) */
+#include "transpose16.h"
 
 #define COLIBRI_RP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
 #define COLIBRI_RP_TILE 8      /* tokens whose accumulators stay in registers */
@@ -45,29 +46,6 @@ typedef struct colibri_row_panel {
     __m512 m[COLIBRI_RP_BLOCKS];        /* m: [block] 16 rows' mins (Q4_1) */
 } colibri_row_panel;
 
-/* The row panel's gathering: block b of 16 rows (row r's at blk[r]) into
- * 16-lane vectors by loads and in-register transposes (vpgatherdd measured
- * about 20 cycles a vector here, 3-5 times slower). */
-
-/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. Rows
- * k, k+4, k+8, k+12 fill the 128-bit lanes of z[k]; a 4x4 dword transpose
- * inside each 128-bit lane then puts row 4i+k at dword 4i+k. */
-static inline void colibri_rp_transpose(const char *const blk[16], int64_t at, __m512i out[4]) {
-    __m512i z[4];   /* z: [k] rows k + 4i in 128-bit lane i */
-    for (int k = 0; k < 4; k++) {
-        z[k] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[k] + at)));
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 8] + at)), 2);
-        z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(blk[k + 12] + at)), 3);
-    }
-    __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    out[0] = _mm512_unpacklo_epi64(t0, t2);
-    out[1] = _mm512_unpackhi_epi64(t0, t2);
-    out[2] = _mm512_unpacklo_epi64(t1, t3);
-    out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 /* Lane r: the first dword of blk[r] (d, and m above it for Q4_1). */
 static inline __m512i colibri_rp_heads(const char *const blk[16]) {
     uint32_t head[COLIBRI_RP_ROWS];   /* head: [row] */
@@ -79,14 +57,14 @@ static inline __m512i colibri_rp_heads(const char *const blk[16]) {
 static inline void colibri_rp_fill_q8_0(colibri_row_panel *p, int64_t b, const char *const blk[16]) {
     __m512i flip = _mm512_set1_epi8((char)0x80);
     p->d[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(colibri_rp_heads(blk)));
-    colibri_rp_transpose(blk, 2, p->qs[b]);
-    colibri_rp_transpose(blk, 18, p->qs[b] + 4);
+    colibri_transpose16(blk, 2, p->qs[b]);
+    colibri_transpose16(blk, 18, p->qs[b] + 4);
     for (int g = 0; g < 8; g++) p->qs[b][g] = _mm512_xor_si512(p->qs[b][g], flip);
 }
 
 static inline void colibri_rp_nibbles(colibri_row_panel *p, int64_t b, const char *const blk[16], int64_t at) {
     __m512i mask = _mm512_set1_epi8(0x0f);
-    colibri_rp_transpose(blk, at, p->qs[b]);
+    colibri_transpose16(blk, at, p->qs[b]);
     for (int g = 0; g < 4; g++) {
         p->qs[b][g + 4] = _mm512_and_si512(_mm512_srli_epi16(p->qs[b][g], 4), mask);
         p->qs[b][g] = _mm512_and_si512(p->qs[b][g], mask);
