@@ -18,11 +18,11 @@ import colibri
 from colibri import ModelError
 from colibri.convert import convert
 from colibri.dtypes import DTYPES, nonfinite_scales
-from colibri.formats import native
 from colibri.formats.gguf import GGUFFile
 
 from test_gguf_blocks import _write, mixed_recipe
 from test_gguf_malformed import gguf, tensor_info
+from test_native_format import assert_refused_by_c_and_python, entry_at
 
 T_Q5_1, T_Q2_K, T_Q3_K, T_Q4_K, T_Q6_K, T_Q8_K, T_IQ2_XXS, T_IQ4_XS, T_MXFP4, T_NVFP4 = 7, 10, 11, 12, 14, 15, 16, 23, 39, 40
 
@@ -99,17 +99,12 @@ def good_native(wide, tmp_path_factory) -> bytes:
     return convert(root / "mixed.gguf", root / "mixed.colibri", "keep", progress=False).read_bytes()
 
 
-def _entries(data: bytearray) -> list[tuple[int, native.Entry]]:
-    n, directory = struct.unpack_from("<I", data, 16)[0], struct.unpack_from("<Q", data, 24)[0]
-    return [(directory + 48 * i, native.Entry(*struct.unpack_from("<iiiiqqQQ", data, directory + 48 * i)))
-            for i in range(n)]
-
-
 def _first_of(dtype: str):
     """A mutation of the first entry stored as dtype: f(data, at, entry) with `at` the entry's offset."""
     def wrap(change):
         def mutate(data: bytearray) -> None:
-            at, e = next((at, e) for at, e in _entries(data) if e.dtype_name == dtype)
+            entries = (entry_at(data, i) for i in range(struct.unpack_from("<I", data, 16)[0]))
+            at, e = next((at, e) for at, e in entries if e.dtype_name == dtype)
             change(data, at, e)
         return mutate
     return wrap
@@ -146,17 +141,7 @@ NATIVE_CASES = {
 @pytest.mark.parametrize("case", sorted(NATIVE_CASES))
 def test_malformed_native_file_rejected_by_c_and_python(good_native, tmp_path, case):
     mutate, words = NATIVE_CASES[case]
-    data = bytearray(good_native)
-    mutate(data)
-    path = tmp_path / "bad.colibri"
-    path.write_bytes(bytes(data))
-    with pytest.raises(ModelError) as c_error:
-        native.NativeFileModel(path)
-    with pytest.raises(ModelError) as py_error:
-        native.NativeFile.open(path)
-    for error in (c_error.value, py_error.value):
-        message = str(error)
-        assert words in message and str(path) in message and "\n" not in message, message
+    assert_refused_by_c_and_python(good_native, mutate, tmp_path / "bad.colibri", words)
 
 
 # ---- NaN / Inf block scales ---------------------------------------------------------------------

@@ -272,9 +272,14 @@ def _set_header(data: bytearray, field: str, value) -> None:
     struct.pack_into(fmt, data, offset, value)
 
 
+def entry_at(data: bytearray, index: int) -> tuple[int, native.Entry]:
+    """Directory entry `index`: its offset in the file and its fields."""
+    at = struct.unpack_from("<Q", data, 24)[0] + 48 * index
+    return at, native.Entry(*struct.unpack_from("<iiiiqqQQ", data, at))
+
+
 def _entry(data: bytearray, index: int) -> native.Entry:
-    directory = struct.unpack_from("<Q", data, 24)[0]
-    return native.Entry(*struct.unpack_from("<iiiiqqQQ", data, directory + 48 * index))
+    return entry_at(data, index)[1]
 
 
 def _set_entry(data: bytearray, index: int, field: str, value) -> None:
@@ -396,12 +401,11 @@ def good_bytes(converted) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_file_rejected_by_c_and_python(good_bytes, tmp_path, case):
-    mutate, words = MALFORMED[case]
-    data = bytearray(good_bytes)
+def assert_refused_by_c_and_python(good: bytes, mutate, path: Path, words: str) -> None:
+    """The file `good` changed by mutate(bytearray) and written to path is refused by the C loader
+    and by the Python reader, each with one line naming the path and containing `words`."""
+    data = bytearray(good)
     mutate(data)
-    path = tmp_path / "bad.colibri"
     path.write_bytes(bytes(data))
     with pytest.raises(ModelError) as c_error:
         native.NativeFileModel(path)
@@ -410,6 +414,12 @@ def test_malformed_file_rejected_by_c_and_python(good_bytes, tmp_path, case):
     for error in (c_error.value, py_error.value):
         message = str(error)
         assert words in message and str(path) in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_file_rejected_by_c_and_python(good_bytes, tmp_path, case):
+    mutate, words = MALFORMED[case]
+    assert_refused_by_c_and_python(good_bytes, mutate, tmp_path / "bad.colibri", words)
 
 
 def test_good_file_accepted_by_both(good_bytes, tmp_path):
