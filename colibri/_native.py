@@ -149,6 +149,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_context_create_params": (vp, [vp, ctypes.POINTER(ContextParams)]),
         "colibri_context_pinned": (c_i32, [vp]),
         "colibri_context_kv_type": (c_i32, [vp]),
+        "colibri_context_set_exact": (c_int, [vp, c_int]),
         "colibri_context_free": (None, [vp]),
         "colibri_context_threads": (c_i32, [vp]),
         "colibri_context_huge_pages": (c_i32, [vp]),

@@ -82,6 +82,7 @@ class BenchResult:
     pinned: bool = False          # the worker threads were pinned to CPUs of their own
     placement: str = "cores"      # the threads' placement (--numa)
     decode_input: str = "greedy"  # what each decode step was fed: "greedy" (the argmax) or "random" ids
+    precision: str = "default"    # "default" or "exact" (f32 activations for block-type weights)
     profile: StepProfile | None = None           # per decode token, the last round
     prefill_profile: StepProfile | None = None   # per prefill of the prompt, the last round
     paging: dict | None = None    # a paged model: its plan, the expert cache's counters, the storage
@@ -274,7 +275,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
         profile_layers: bool = False, seed: int = 0, kv_type: str = "f32", numa: str | None = None,
         mem_budget="auto", expert_slots: int | None = None, expert_profile=None, prefetch: bool = True,
-        decode_input: str = "greedy") -> BenchResult:
+        decode_input: str = "greedy", precision: str = "default") -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 
     bandwidth_gb_s: the read bandwidth to compare against (None: probe it after
@@ -286,6 +287,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
     decode_input: "greedy" feeds each decode step its predecessor's argmax;
     "random" feeds seeded random ids (decode_inputs) — greedy decoding of a
     random-weight model soon loops over a few tokens, and so would its routing.
+    precision: as colibri.load ("exact": f32 activations for block-type weights).
     """
     import colibri
 
@@ -304,7 +306,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
     start = time.perf_counter()
     model = colibri.load(path, threads=threads, n_ctx=n_ctx, n_batch=min(prompt_tokens, 512), kv_type=kv_type,
                          numa=numa, mem_budget=mem_budget, expert_slots=expert_slots,
-                         expert_profile=expert_profile, prefetch=prefetch)
+                         expert_profile=expert_profile, prefetch=prefetch, precision=precision)
     load_s = time.perf_counter() - start
     with model:
         c = model.config
@@ -375,6 +377,7 @@ def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_token
         decode_rounds_tok_s=decode_rates, bandwidth_rounds_gb_s=bandwidths or None,
         steal_rounds_s=None if None in steals else steals, io_read_rounds_bytes_per_token=io_rounds,
         huge_pages=huge_pages, kv_type=kv_used, pinned=pinned, placement=placement, decode_input=decode_input,
+        precision=precision,
         profile=step_profile, prefill_profile=prefill_profile, paging=paging)
 
 
@@ -392,7 +395,8 @@ def report_lines(r: BenchResult) -> list[str]:
         ("decode", f"{r.decode_tok_s:.2f} tok/s ({r.gen_tokens} tokens, median of {r.repeat})"),
         ("per token", f"p50 {r.p50_ms:.2f} ms, p99 {r.p99_ms:.2f} ms"),
         ("peak RSS", human_bytes(r.peak_rss_bytes)),
-        ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"),
+        ("KV + scratch", ("transparent huge pages" if r.huge_pages else "normal pages") + f", {r.kv_type} KV"
+         + (", exact (f32 activations)" if r.precision == "exact" else "")),
     ]
     if r.roofline_fraction is not None:
         rows += [

@@ -66,7 +66,8 @@ def cmd_run(args) -> int:
 
     path = Path(args.model) if args.model else _demo_model_path()
     with colibri.load(path, threads=args.threads, n_ctx=args.ctx_size, kv_type=args.kv_type,
-                      numa=args.numa, **_paging_kwargs(args)) as model:
+                      numa=args.numa, precision="exact" if args.exact else "default",
+                      **_paging_kwargs(args)) as model:
         if args.prompt is not None:
             for piece in model.generate(args.prompt, max_tokens=args.n_predict, stream=True,
                                         **_sampling_kwargs(args)):
@@ -261,7 +262,8 @@ def cmd_bench(args) -> int:
     result = run(args.model, threads=args.threads, prompt_tokens=args.prompt, gen_tokens=args.gen,
                  repeat=args.repeat, bandwidth_gb_s=args.bandwidth, profile=args.profile or args.profile_layers,
                  profile_layers=args.profile_layers, kv_type=args.kv_type, numa=args.numa,
-                 **_paging_kwargs(args), decode_input=args.decode_input)
+                 **_paging_kwargs(args), decode_input=args.decode_input,
+                 precision="exact" if args.exact else "default")
     print("\n".join(report_lines(result)))
     if args.json:
         print(json.dumps(result.as_json()))
@@ -334,6 +336,10 @@ def _sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--seed", type=int, default=None)
 
 
+EXACT_HELP = ("f32 activations for block-type weights: the dequantized model's logits (slower; default: "
+              "activations quantized per block of 32)")
+
+
 def _numa_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--numa", choices=NUMA_MODES, default=None,
                    help="thread placement on multi-socket hosts: distribute (cores of every NUMA node in turn) "
@@ -355,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kv-type", choices=KV_TYPES, default="f32",
                      help="KV cache element type (f16: half the memory, keys and values rounded)")
     _numa_flag(run)
+    run.add_argument("--exact", action="store_true", help=EXACT_HELP)
     run.add_argument("--system", help="system message for interactive chat")
     _paging_flags(run)
     _sampling_flags(run)
@@ -405,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="read bandwidth for the roofline (default: measured here)")
     bench.add_argument("--kv-type", choices=KV_TYPES, default="f32", help="KV cache element type")
     _numa_flag(bench)
+    bench.add_argument("--exact", action="store_true", help=EXACT_HELP)
     bench.add_argument("--profile", action="store_true",
                        help="where the time goes: per stage (and per thread: busy, waiting), per expert")
     bench.add_argument("--profile-layers", action="store_true", help="--profile, also per layer")

@@ -116,12 +116,13 @@ def _opener(path: str | os.PathLike):
 
 KV_TYPES = ("f32", "f16")
 NUMA_MODES = ("distribute", "isolate", "none")
+PRECISIONS = ("default", "exact")
 
 
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
          n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32", numa: str | None = None,
          mem_budget: int | str | None = "auto", expert_slots: int | None = None,
-         expert_profile: str | os.PathLike | None = None, prefetch: bool = True):
+         expert_profile: str | os.PathLike | None = None, prefetch: bool = True, precision: str = "default"):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
     threads: worker threads for the forward pass (None: one per physical core).
@@ -142,6 +143,9 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
     expert_profile: an activation profile (``colibri route --profile-out``) whose hottest experts
         a paged model pins in its slots.
     prefetch: a paged model reads ahead the experts the next layer's router predicts.
+    precision: "default" (block-type weights meet activations quantized to 8 bits per block of
+        32, at memory speed) or "exact" (f32 activations: the logits are the dequantized model's
+        up to f32 rounding; every step dequantizes the weights it reads).
     """
     from . import paging
     from .model import Model
@@ -153,6 +157,8 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if kv_type not in KV_TYPES:
         raise ValueError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if numa is not None and numa not in NUMA_MODES:
         raise ValueError(f"numa must be one of {', '.join(NUMA_MODES)} or None, got {numa!r}")
     budget = paging.parse_budget(mem_budget)
@@ -178,7 +184,7 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
         return Model(directory=path, config=config, checkpoint=files, native=native, weights=weights,
                      tokenizer=tokenizer, threads=threads or 0, n_ctx=context_length, n_seq=n_seq,
                      n_batch=n_batch, kv_type=kv_type, generation_config=generation_config,
-                     placement=numa or "cores", paging=request, prefetch=prefetch, expert_profile=profile)
+                     placement=numa or "cores", precision=precision, paging=request, prefetch=prefetch, expert_profile=profile)
     except BaseException:
         if native is not None:
             native.close()

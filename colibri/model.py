@@ -27,7 +27,7 @@ class Model:
 
     def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
                  threads: int, n_ctx: int, n_seq: int, n_batch: int, kv_type: str,
-                 generation_config: dict | None, placement: str = "cores", paging=None, prefetch: bool = True,
+                 generation_config: dict | None, placement: str = "cores", precision: str = "default", paging=None, prefetch: bool = True,
                  expert_profile=None):
         self.path = directory
         self.config = config
@@ -43,7 +43,7 @@ class Model:
         self._moe_layers = [l for l, moe in enumerate(hp["layer_is_moe"]) if moe]
         self.weights = weights         # [(TensorSlot, WeightRef)] the C model reads, in place
         self._ctx = NativeContext(native, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads,
-                                  kv_type=kv_type, placement=placement)
+                                  kv_type=kv_type, placement=placement, precision=precision)
         self.paging = None             # a paging.PagingPlan when the experts are paged (docs/PAGING.md)
         if paging is not None:
             from . import paging as pager
@@ -107,6 +107,12 @@ class Model:
     @property
     def n_ctx(self) -> int:
         return self._context().n_ctx
+
+    @property
+    def precision(self) -> str:
+        """How block-type weights meet the activations: "default" (activations quantized per
+        block of 32) or "exact" (f32 activations: the dequantized model's logits)."""
+        return self._context().precision
 
     @property
     def kv_type(self) -> str:

@@ -189,7 +189,7 @@ class NativeContext:
     """An owned colibri_context (KV cache + scratch + thread pool)."""
 
     def __init__(self, model: NativeModel, *, n_ctx: int, n_seq: int, n_batch: int, threads: int,
-                 kv_type: str = "f32", placement: str = "cores"):
+                 kv_type: str = "f32", placement: str = "cores", precision: str = "default"):
         lib = _native.lib()
         params = _native.ContextParams(n_ctx, n_seq, n_batch, threads, _native.DTYPE_BY_NAME[kv_type.upper()],
                                        _native.PLACEMENTS[placement])
@@ -199,7 +199,8 @@ class NativeContext:
                              f"n_batch={n_batch}, kv_type={kv_type}): {_native.last_error()}")
         self.handle = handle
         self.n_ctx, self.n_seq, self.n_batch, self.kv_type = n_ctx, n_seq, n_batch, kv_type
-        self.placement = placement
+        self.placement, self.precision = placement, precision
+        lib.colibri_context_set_exact(handle, int(precision == "exact"))
         self.threads = lib.colibri_context_threads(handle)
         self.pinned = lib.colibri_context_pinned(handle) == 1   # workers pinned to CPUs of their own
         self.huge_pages = lib.colibri_context_huge_pages(handle) == 1   # KV + scratch arena on THP

@@ -2,10 +2,13 @@
 alone and mixed in one file as llama.cpp's recipes mix them, run by Colibri against transformers
 reading the same file in f32 (its GGUF loader dequantizes with the gguf package).
 
-A tiny Qwen3-MoE whose every matrix is whole 256-element blocks (conftest.WIDE_MODELS). Colibri
-quantizes activations per block of 32 (Q8_0), so its logits carry that rounding: the measure is
-the argmax agreement (>= 85% of positions; measured 88-100%) and the median over positions of
-max |Δ| / max |logit| (<= 0.1; measured 0.025-0.06, Q8_0 weights on the same model: 0.025).
+A tiny Qwen3-MoE whose every matrix is whole 256-element blocks (conftest.WIDE_MODELS).
+  precision="exact" (f32 activations): the dequantized model, so max |Δ| <= 1e-4 × max |logit|
+      (measured <= 2.2e-6 on every type and the mixed file), bitwise the same on 1 and 2 threads;
+  the default (activations quantized per block of 32): that rounding moves the logits of this
+      random model, whose routing flips at near-ties, so the measure is the argmax agreement
+      (>= 85% of positions; measured 88-100%) and the median over positions of max |Δ| /
+      max |logit| (<= 0.1; measured 0.025-0.06; Q8_0 weights on the same model: 0.025).
 """
 from __future__ import annotations
 
@@ -72,16 +75,24 @@ def wide(tiny_model_factory):
     return tiny_model_factory(MODEL)
 
 
+def _check_against(tiny, path, ids, want_types) -> None:
+    want = _transformers_logits(tiny, path, ids)
+    with colibri.load(path, threads=2, precision="exact") as m:
+        assert {ref.dtype for _, ref in m.weights} == want_types
+        exact = m.logits(ids)
+    with colibri.load(path, threads=1, precision="exact") as m:
+        assert np.array_equal(m.logits(ids), exact)
+    assert np.abs(exact - want).max() <= 1e-4 * np.abs(want).max(), np.abs(exact - want).max() / np.abs(want).max()
+    with colibri.load(path, threads=2) as m:
+        argmax, median = _agreement(m.logits(ids), want)
+    assert argmax >= 0.85 and median <= 0.1, f"argmax agreement {argmax:.2f}, median rel {median:.3f}"
+
+
 @pytest.mark.parametrize("type_name", NEW_TYPES)
 def test_every_matrix_of_one_type_runs_like_transformers(wide, type_name, tmp_path):
     path = tmp_path / f"wide-{type_name}.gguf"
     _write(wide, path, _uniform(type_name))
-    ids = token_ids(128, 40, seed=3)
-    with colibri.load(path, threads=2) as m:
-        assert {ref.dtype for _, ref in m.weights} == {type_name, "F32"}
-        got = m.logits(ids)
-    argmax, median = _agreement(got, _transformers_logits(wide, path, ids))
-    assert argmax >= 0.85 and median <= 0.1, f"{type_name}: argmax agreement {argmax:.2f}, median rel {median:.3f}"
+    _check_against(wide, path, token_ids(128, 40, seed=3), {type_name, "F32"})
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +103,7 @@ def mixed(wide, tmp_path_factory):
 
 
 def test_mixed_file_runs_like_transformers(wide, mixed):
-    ids = token_ids(128, 40, seed=4)
-    with colibri.load(mixed, threads=2) as m:
-        types = {ref.dtype for _, ref in m.weights}
-        got = m.logits(ids)
-    assert types == {"F32", "Q6_K", "Q4_K", "MXFP4", "IQ4_XS", "Q5_0"}
-    argmax, median = _agreement(got, _transformers_logits(wide, mixed, ids))
-    assert argmax >= 0.85 and median <= 0.1, f"argmax agreement {argmax:.2f}, median rel {median:.3f}"
+    _check_against(wide, mixed, token_ids(128, 40, seed=4), {"F32", "Q6_K", "Q4_K", "MXFP4", "IQ4_XS", "Q5_0"})
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
@@ -143,3 +148,14 @@ def test_native_file_keeps_every_type_and_the_logits(mixed, tmp_path):
     with colibri.load(mixed, threads=2) as g, colibri.load(dst, threads=2) as n:
         assert sorted((s.name, r.dtype) for s, r in g.weights) == sorted((s.name, r.dtype) for s, r in n.weights)
         assert np.array_equal(g.logits(ids), n.logits(ids))
+
+
+def test_exact_mode_through_the_api_and_the_cli(mixed):
+    """precision="exact" is reported back; an unknown precision is one ValueError line;
+    `colibri bench --exact` runs and says so."""
+    with colibri.load(mixed, threads=1, precision="exact") as m:
+        assert m.precision == "exact"
+    with pytest.raises(ValueError, match="precision must be one of default, exact, got 'fast'"):
+        colibri.load(mixed, precision="fast")
+    r = _cli("bench", mixed, "--exact", "--prompt", "8", "--gen", "4", "--repeat", "1", "-t", "1", "--bandwidth", "10")
+    assert r.returncode == 0 and "exact (f32 activations)" in r.stdout, r.stdout + r.stderr

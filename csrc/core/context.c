@@ -151,6 +151,9 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     s->aq = colibri_arena_take(p, colibri_xq_bytes_per_row(ctx->model, X), T, k + 1, 1, 1);
     s->job_xq = colibri_arena_take(p, sizeof(void *), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->xq_jobs = colibri_arena_take(p, i32, (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
+    s->wdeq_cols = (int64_t)(X > X_head ? X : X_head);   /* the longest row any weight matmul reads */
+    s->wdeq = colibri_arena_take(p, f, ctx->model->act_types ? (size_t)ctx->n_threads : 0, COLIBRI_EXACT_ROWS,
+                                 (size_t)s->wdeq_cols, 1);
     s->job_x_bytes = colibri_arena_take(p, sizeof(int64_t), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->cuts = colibri_arena_take(p, sizeof(colibri_job_cut), (size_t)COLIBRI_MATMUL_JOBS_MAX(E), 1, 1, 1);
     s->job_seconds = colibri_arena_take(p, sizeof(double), (size_t)ctx->n_threads,
@@ -306,6 +309,12 @@ COLIBRI_API int32_t colibri_context_threads(const colibri_context *ctx) {
 
 COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx) {
     return ctx ? ctx->pinned : -1;
+}
+
+COLIBRI_API int colibri_context_set_exact(colibri_context *ctx, int exact) {
+    if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "set_exact: context is NULL");
+    ctx->exact = exact != 0;
+    return COLIBRI_OK;
 }
 
 COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx) {

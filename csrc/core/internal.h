@@ -32,6 +32,7 @@ typedef struct colibri_tensor {
 #define COLIBRI_EXPERT_KINDS 3   /* EXPERT_GATE, EXPERT_UP, EXPERT_DOWN */
 #define COLIBRI_ATTN_TILE 4      /* queries of one sequence that attention scores together */
 #define COLIBRI_MAX_THREADS 512  /* a context's (and the bandwidth probe's) thread limit */
+#define COLIBRI_EXACT_ROWS 16    /* block-type rows exact mode dequantizes at once per thread (a gemm panel) */
 
 /* Row stride of the attention score scratch: n_ctx scores plus one attention
  * sink, rounded up to 16 floats so every row stays 64-byte aligned. */
@@ -216,6 +217,9 @@ typedef struct colibri_scratch {
                               (profiling only) */
     void **mlp_aq;         /* mlp_aq: [E + 1] each MLP's activations quantized in its epilogue, or NULL */
     int32_t *xq_jobs;      /* xq_jobs: [COLIBRI_MATMUL_JOBS_MAX(E)] the jobs whose rows a run quantizes */
+    float *wdeq;           /* wdeq: [n_threads, COLIBRI_EXACT_ROWS, wdeq_cols] block-type weight rows
+                              dequantized for exact mode; empty when no weight is a block type */
+    int64_t wdeq_cols;     /* the longest row any weight matmul reads */
     colibri_mlp *mlps;     /* mlps: [E + 1] one step's MLPs (experts + shared) */
     colibri_matmul_job *jobs;  /* jobs: [2*(E + 1)] one pool run's matmuls */
     int32_t *wanted;       /* wanted: [T] token indices whose logits are wanted */
@@ -237,6 +241,7 @@ struct colibri_context {
     void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype
                                (empty for latent attention) */
     int32_t kv_dtype;       /* COLIBRI_DTYPE_F32 or COLIBRI_DTYPE_F16 */
+    int exact;              /* colibri_context_set_exact: block-type weights against f32 activations */
     colibri_scratch s;
     struct colibri_profile *profile;   /* stage timers while profiling (colibri_profile_enable),
                                           else NULL */

@@ -8,6 +8,8 @@
  * neither the thread count nor the number of tokens changes any element's
  * value. For block-type weights each activation row is first quantized on its
  * own (per block, independent of the other rows), so that holds for them too.
+ * Exact mode (ctx->exact) skips that quantization: each thread dequantizes its
+ * block-type rows into its own scratch and runs the F32 kernels on them.
  *
  * How a run is split (docs/KERNELS.md, "Splitting the work"): each job is
  * cut into units of a row group (4 rows for one token, where the row kernel
@@ -48,7 +50,14 @@ typedef struct colibri_matmul_task {
     int32_t n_jobs;
     double total;                /* total cost of the run */
     double *job_seconds;         /* job_seconds: [n_threads, n_jobs] while profiling, else NULL */
+    float *wdeq;                 /* wdeq: [n_threads, COLIBRI_EXACT_ROWS, wdeq_cols] exact mode's scratch, else NULL */
+    int64_t wdeq_cols;
 } colibri_matmul_task;
+
+/* The activation type w's kernel reads: its type's act_type, or f32 in exact mode. */
+static int32_t colibri_act_type(int exact, const colibri_tensor *w) {
+    return exact ? COLIBRI_DTYPE_F32 : colibri_type_traits_of(w->dtype)->act_type;
+}
 
 /* Cuts job into units and returns its cost. */
 static double colibri_job_cut_make(const colibri_matmul_job *job, colibri_job_cut *cut) {
@@ -108,6 +117,37 @@ static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_r
     }
 }
 
+/* Exact mode's colibri_rows_run for a block-type w and f32 x rows: COLIBRI_EXACT_ROWS
+ * rows at a time dequantized (the type's to_f32, bitwise colibri_dequantize) into wdeq
+ * ([COLIBRI_EXACT_ROWS, cols], this thread's), then the F32 kernels, so each y[t, r] is
+ * the F32 dot of dequantized row r with x[t]. */
+static void colibri_rows_run_exact(const colibri_tensor *w, const char *x, int64_t x_row_bytes, int64_t n,
+                                   int64_t r0, int64_t r1, float *y, int64_t y_stride, float *wdeq) {
+    const colibri_isa_table *isa = colibri_isa_active();
+    const colibri_type_traits *type = colibri_type_traits_of(w->dtype);
+    int64_t row_bytes = colibri_row_bytes(w->dtype, w->cols), f32_row = w->cols * (int64_t)sizeof(float);
+    for (int64_t r = r0; r < r1; r += COLIBRI_EXACT_ROWS) {
+        int64_t k = r1 - r < COLIBRI_EXACT_ROWS ? r1 - r : COLIBRI_EXACT_ROWS;
+        for (int64_t i = 0; i < k; i++) type->to_f32((const char *)w->data + (r + i) * row_bytes, wdeq + i * w->cols, w->cols);
+        if (n == 1) {
+            isa->dot_rows[COLIBRI_DTYPE_F32](wdeq, f32_row, x, w->cols, k, &y[r]);
+        } else {
+            isa->gemm[COLIBRI_DTYPE_F32](wdeq, f32_row, x, x_row_bytes, w->cols, k, n, &y[r], y_stride);
+        }
+    }
+}
+
+/* colibri_rows_run, or with wdeq (exact mode's scratch of this thread) for a block-type w,
+ * colibri_rows_run_exact. */
+static void colibri_rows_dispatch(const colibri_tensor *w, const char *x, int64_t x_row_bytes, int64_t n,
+                                  int64_t r0, int64_t r1, float *y, int64_t y_stride, float *wdeq) {
+    if (wdeq && colibri_type_traits_of(w->dtype)->block_elems > 1) {
+        colibri_rows_run_exact(w, x, x_row_bytes, n, r0, r1, y, y_stride, wdeq);
+    } else {
+        colibri_rows_run(w, x, x_row_bytes, n, r0, r1, y, y_stride);
+    }
+}
+
 /* y[t, r0..r1) += bias elements [at + r0, at + r1) for the n tokens at y (no-op without a bias). */
 static void colibri_bias_rows_add(const colibri_bias *b, int64_t r0, int64_t r1, float *y, int64_t y_stride,
                                   int64_t n) {
@@ -132,18 +172,18 @@ void colibri_ffn_act_apply(const colibri_hparams *hp, float *g, const float *u, 
 }
 
 /* Rows [r0, r1) x tokens [t0, t1) of job j, with its epilogues: the bias,
- * the gated activation, the quantized copy. */
+ * the gated activation, the quantized copy (wdeq: this thread's exact-mode scratch or NULL). */
 static void colibri_piece_run(const colibri_matmul_task *task, int32_t j, int64_t r0, int64_t r1, int64_t t0,
-                              int64_t t1) {
+                              int64_t t1, float *wdeq) {
     const colibri_matmul_job *job = &task->jobs[j];
     const char *x = (const char *)task->job_x[j] + t0 * task->job_x_bytes[j];
     int64_t xb = task->job_x_bytes[j], ys = job->y_stride;
     float *y = job->y + t0 * ys;   /* y: [t1 - t0] rows of the output */
-    colibri_rows_run(job->w, x, xb, t1 - t0, r0, r1, y, ys);
+    colibri_rows_dispatch(job->w, x, xb, t1 - t0, r0, r1, y, ys, wdeq);
     colibri_bias_rows_add(&job->bias, r0, r1, y, ys, t1 - t0);
     if (job->w_up) {   /* the gated epilogue on these rows */
         float *y_up = job->y_up + t0 * ys;
-        colibri_rows_run(job->w_up, x, xb, t1 - t0, r0, r1, y_up, ys);
+        colibri_rows_dispatch(job->w_up, x, xb, t1 - t0, r0, r1, y_up, ys, wdeq);
         colibri_bias_rows_add(&job->bias_up, r0, r1, y_up, ys, t1 - t0);
         for (int64_t t = 0; t < t1 - t0; t++) colibri_ffn_act_apply(task->hp, y + t * ys + r0, y_up + t * ys + r0, r1 - r0);
     }
@@ -159,7 +199,7 @@ static void colibri_piece_run(const colibri_matmul_task *task, int32_t j, int64_
 }
 
 /* Units [u0, u1) of job j: whole row groups in one call, part groups by chunks. */
-static void colibri_units_run(const colibri_matmul_task *task, int32_t j, int64_t u0, int64_t u1) {
+static void colibri_units_run(const colibri_matmul_task *task, int32_t j, int64_t u0, int64_t u1, float *wdeq) {
     const colibri_job_cut *cut = &task->cuts[j];
     int64_t rows = task->jobs[j].w->rows, n = task->jobs[j].n, tc = cut->n_tc;
     for (int64_t u = u0; u < u1;) {
@@ -167,13 +207,13 @@ static void colibri_units_run(const colibri_matmul_task *task, int32_t j, int64_
         if (c == 0 && u + tc <= u1) {
             int64_t g_end = g + (u1 - u) / tc;
             int64_t r1 = g_end * cut->rg < rows ? g_end * cut->rg : rows;
-            colibri_piece_run(task, j, g * cut->rg, r1, 0, n);
+            colibri_piece_run(task, j, g * cut->rg, r1, 0, n, wdeq);
             u = g_end * tc;
         } else {
             int64_t c_end = c + (u1 - u) < tc ? c + (u1 - u) : tc;
             int64_t r1 = (g + 1) * cut->rg < rows ? (g + 1) * cut->rg : rows;
             int64_t t1 = c_end * COLIBRI_TOKEN_CHUNK < n ? c_end * COLIBRI_TOKEN_CHUNK : n;
-            colibri_piece_run(task, j, g * cut->rg, r1, c * COLIBRI_TOKEN_CHUNK, t1);
+            colibri_piece_run(task, j, g * cut->rg, r1, c * COLIBRI_TOKEN_CHUNK, t1, wdeq);
             u += c_end - c;
         }
     }
@@ -183,6 +223,7 @@ static void colibri_units_run(const colibri_matmul_task *task, int32_t j, int64_
 static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
     const colibri_matmul_task *task = (const colibri_matmul_task *)arg;
     double lo = task->total * ti / nt, hi = ti + 1 == nt ? task->total + 1.0 : task->total * (ti + 1) / nt;
+    float *wdeq = task->wdeq ? task->wdeq + (int64_t)ti * COLIBRI_EXACT_ROWS * task->wdeq_cols : NULL;
     for (int32_t j = 0; j < task->n_jobs; j++) {
         const colibri_job_cut *cut = &task->cuts[j];
         if (task->jobs[j].n <= 0) continue;
@@ -190,10 +231,10 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
         if (u0 >= u1) continue;
         if (task->job_seconds) {
             double start = colibri_now();
-            colibri_units_run(task, j, u0, u1);
+            colibri_units_run(task, j, u0, u1, wdeq);
             task->job_seconds[(int64_t)ti * task->n_jobs + j] += colibri_now() - start;
         } else {
-            colibri_units_run(task, j, u0, u1);
+            colibri_units_run(task, j, u0, u1, wdeq);
         }
     }
 }
@@ -201,9 +242,9 @@ static void colibri_matmul_task_run(void *arg, int32_t ti, int32_t nt) {
 /* ---- inputs: quantized, gathered ------------------------------------------------- */
 
 /* Whether jobs a and b read the same activation rows in the same type. */
-static int colibri_same_input(const colibri_matmul_job *a, const colibri_matmul_job *b, int32_t act) {
+static int colibri_same_input(const colibri_matmul_job *a, const colibri_matmul_job *b, int32_t act, int exact) {
     if (a->x != b->x || a->x_stride != b->x_stride || a->n != b->n || a->w->cols != b->w->cols ||
-        colibri_type_traits_of(a->w->dtype)->act_type != act || a->xq || b->xq) {
+        colibri_act_type(exact, a->w) != act || a->xq || b->xq) {
         return 0;
     }
     for (int32_t t = 0; t < a->n; t++) {   /* the same rows of x (no x_rows: rows 0..n-1) */
@@ -217,6 +258,7 @@ typedef struct colibri_prepare_task {
     const void *const *job_x;
     const int32_t *prep_jobs;    /* prep_jobs: [n_prep] jobs whose rows are quantized or gathered here */
     int32_t n_prep;
+    int exact;                   /* exact mode: every job reads f32 rows */
 } colibri_prepare_task;
 
 /* Items [lo, hi) of the flat list of every prepared job's rows: each row
@@ -228,7 +270,7 @@ static void colibri_prepare_range(void *arg, int64_t lo, int64_t hi) {
         int32_t j = task->prep_jobs[i];
         const colibri_matmul_job *job = &task->jobs[j];
         const int32_t *x_rows = job->x_rows;
-        int32_t act = colibri_type_traits_of(job->w->dtype)->act_type;
+        int32_t act = colibri_act_type(task->exact, job->w);
         int64_t cols = job->w->cols, row_bytes = colibri_row_bytes(act, cols);
         colibri_quantize_fn quantize = colibri_isa_quantizer(colibri_isa_active(), act);
         char *dst = (char *)task->job_x[j];   /* dst: [n, cols] in the activation type */
@@ -253,11 +295,11 @@ static void colibri_prepare_range(void *arg, int64_t lo, int64_t hi) {
 static void colibri_matmul_prepare_inputs(colibri_context *ctx, const colibri_matmul_job *jobs, int32_t n_jobs,
                                           const void **job_x, int64_t *job_x_bytes) {
     char *next = (char *)ctx->s.xq;   /* next free byte of xq */
-    colibri_prepare_task task = {jobs, job_x, ctx->s.xq_jobs, 0};
+    colibri_prepare_task task = {jobs, job_x, ctx->s.xq_jobs, 0, ctx->exact};
     int64_t total_rows = 0, total_cost = 0;
     for (int32_t j = 0; j < n_jobs; j++) {
         const colibri_matmul_job *job = &jobs[j];
-        int32_t act = colibri_type_traits_of(job->w->dtype)->act_type;
+        int32_t act = colibri_act_type(ctx->exact, job->w);
         int64_t cols = job->w->cols;
         job_x_bytes[j] = act == COLIBRI_DTYPE_F32 ? job->x_stride * (int64_t)sizeof(float)
                                                   : colibri_row_bytes(act, cols);
@@ -269,7 +311,7 @@ static void colibri_matmul_prepare_inputs(colibri_context *ctx, const colibri_ma
         }
         int32_t shared = -1;
         for (int32_t i = 0; i < j && shared < 0; i++) {
-            if (colibri_same_input(&jobs[i], job, act)) shared = i;
+            if (colibri_same_input(&jobs[i], job, act, ctx->exact)) shared = i;
         }
         if (shared >= 0) {
             job_x[j] = job_x[shared];
@@ -313,7 +355,7 @@ void colibri_matmul_run(colibri_context *ctx, const colibri_matmul_job *jobs, in
         colibri_matmul_prepare_inputs(ctx, jobs + first, n, ctx->s.job_xq, ctx->s.job_x_bytes);
         double *job_seconds = ctx->profile ? ctx->s.job_seconds : NULL;
         colibri_matmul_task task = {&ctx->model->hp, jobs + first, ctx->s.job_xq, ctx->s.job_x_bytes, cuts, n, 0.0,
-                                    job_seconds};
+                                    job_seconds, ctx->exact ? ctx->s.wdeq : NULL, ctx->s.wdeq_cols};
         for (int32_t j = 0; j < n; j++) {
             cuts[j].begin = task.total;
             task.total += colibri_job_cut_make(&jobs[first + j], &cuts[j]);
@@ -347,7 +389,7 @@ void colibri_mlp_run(colibri_context *ctx, const colibri_mlp *mlps, int32_t n_ml
     for (int32_t i = 0; i < n_mlps; i++) {
         const colibri_mlp *mlp = &mlps[i];
         int64_t F = mlp->gate->rows;
-        int32_t down_act = colibri_type_traits_of(mlp->down->dtype)->act_type;
+        int32_t down_act = colibri_act_type(ctx->exact, mlp->down);
         colibri_matmul_job job = {.w = mlp->gate, .x = mlp->x, .x_stride = D, .y = mlp->act_gate, .y_stride = F,
                                   .n = mlp->n, .bias = mlp->gate_bias, .x_rows = mlp->x_rows,
                                   .x_gather = mlp->x_gather, .profile_id = mlp->profile_id};

@@ -324,6 +324,14 @@ COLIBRI_API colibri_context *colibri_context_create_params(const colibri_model *
  * system refused), -1 for a NULL context. */
 COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx);
 
+/* exact != 0: block-type weights (Q8_0 ... MXFP4) multiply f32 activations
+ * instead of activations quantized per block: each weight row is dequantized
+ * (bitwise colibri_dequantize) and dotted in the F32 kernels' order, so the
+ * logits are the dequantized model's up to f32 rounding; slower, since every
+ * step dequantizes the weights it reads. exact == 0 (the default): the
+ * quantized-activation dots. Either way results stay bitwise independent of
+ * threads, batching and ISA. Returns 0, or an error for a NULL context. */
+COLIBRI_API int colibri_context_set_exact(colibri_context *ctx, int exact);
 /* The KV cache's element type (a colibri_dtype), -1 for a NULL context. */
 COLIBRI_API int32_t colibri_context_kv_type(const colibri_context *ctx);
 COLIBRI_API void colibri_context_free(colibri_context *ctx);
