@@ -100,6 +100,11 @@ COLIBRI_DTYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0"}
 GGUF_ARCH = {"mixtral": "llama", "olmoe": "olmoe", "gpt_oss": "gpt-oss", "deepseek_v2": "deepseek2",
              "qwen3_moe": "qwen3moe"}
 FILE_TYPE = {"q8_0": 7, "q4_0": 2, "mxfp4": 38}   # llama_ftype: MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_MXFP4_MOE
+# K-quant files (keys "gguf-q4_k_m", "gguf-q6_k"; only when asked for, ensure(only=...)): written by
+# llama.cpp's own quantizer (llama_model_quantize, llama-cpp-python) from the shape's q4_0 GGUF, so
+# they keep its routers (f32) and routing; the weights are Q4_0's values requantized, which changes
+# nothing speed depends on. Its mixes: Q4_K_M is Q4_K with Q6_K for some tensors, Q6_K all Q6_K.
+REQUANTIZED = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K"}
 # llama.cpp tensor names by Colibri tensor kind ({l}: layer; expert kinds name the stacked tensor)
 GGUF_NAMES = {
     "TOKEN_EMBD": "token_embd.weight", "OUTPUT_NORM": "output_norm.weight", "OUTPUT": "output.weight",
@@ -421,6 +426,8 @@ def ensure(root: Path, shape_name: str, *, hf: bool, log=print, routing: str | N
     (only: just those keys). routing "uniform" / "zipf": GGUF files with calibrated routers
     (calibrate_routers; files SHAPE-uniform-... / SHAPE-zipf-...)."""
     root.mkdir(parents=True, exist_ok=True)
+    if only is not None and any(key.split("-")[1] in REQUANTIZED for key in only):
+        return _ensure_requantized(root, shape_name, log=log, routing=routing, only=only)
     s, weights = shape(shape_name), Weights()
     stem = shape_name if routing is None else f"{shape_name}-{routing}"
     paths = {}
@@ -449,5 +456,42 @@ def ensure(root: Path, shape_name: str, *, hf: bool, log=print, routing: str | N
                 calibrating.rename(partial)
         else:
             write_colibri(s, weights, qtype, partial)
+        partial.rename(path)
+    return paths
+
+
+def llama_requantize(src: Path, dst: Path, ftype: str, threads: int = 2) -> None:
+    """dst = llama.cpp's quantizer (llama_model_quantize) run on src with llama_ftype `ftype`."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, ftype)
+    params.nthread = threads
+    params.allow_requantize = True
+    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError(f"llama_model_quantize {src} -> {ftype} failed")
+
+
+def _ensure_requantized(root: Path, shape_name: str, *, log, routing: str | None,
+                        only: tuple[str, ...]) -> dict[str, Path]:
+    """ensure() for the REQUANTIZED keys of `only` (the others as ensure writes them)."""
+    stem = shape_name if routing is None else f"{shape_name}-{routing}"
+    paths = {}
+    for key in only:
+        kind, qtype = key.split("-")
+        if qtype not in REQUANTIZED:
+            paths.update(ensure(root, shape_name, hf=False, log=log, routing=routing, only=(key,)))
+            continue
+        if kind != "gguf":
+            raise ValueError(f"{key}: K-quant benchmark files are GGUF only")
+        path = paths[key] = root / f"{stem}-{qtype}.gguf"
+        if path.exists():
+            continue
+        source = ensure(root, shape_name, hf=False, log=log, routing=routing, only=("gguf-q4_0",))["gguf-q4_0"]
+        log(f"writing {path} (llama_model_quantize from {source})")
+        partial = path.with_name(path.name + ".partial")
+        llama_requantize(source, partial, REQUANTIZED[qtype])
         partial.rename(path)
     return paths

@@ -1,6 +1,7 @@
 """Colibri vs llama.cpp vs transformers on the same random weights, in one run.
 
     python benchmarks/run.py [--models /work/bench_models] [--threads 1,2] [--repeat 5]
+    python benchmarks/run.py --files gguf-q4_k_m,gguf-q6_k --threads 2    # the K-quant rows
 
 1. measures the machine's read bandwidth (colibri_read_bandwidth: a 1 GiB buffer read by
    1 and 2 threads, by a plain loop and by a prefetching kernel, the faster counting), and
@@ -248,7 +249,8 @@ def measure_shape(shape_name: str, args, threads: list[int], add) -> str:
     """Every measurement of one shape, each passed to add(row) as it finishes; llama.cpp's system info."""
     s = models.shape(shape_name)
     fits, bf16_gb = transformers_fits(s, args.transformers_max_gb)
-    paths = models.ensure(args.models, shape_name, hf=fits)
+    only = tuple(args.files.split(",")) if args.files else None
+    paths = models.ensure(args.models, shape_name, hf=fits and only is None, only=only)
     if args.drop_caches:   # after writing any model, whose pages would stay cached as written
         drop_page_cache()
     prompt, gen = (32, 4) if args.quick else RUN_LENGTHS[shape_name]
@@ -280,7 +282,7 @@ def measure_shape(shape_name: str, args, threads: list[int], add) -> str:
                     add({**base, "engine": "transformers", "weights": f"hf-{dtype}", **result,
                          "bytes_per_token": scale * bytes_per_token.get(key, 0),
                          "kv_bytes_per_token": scale * kv_f16_bytes.get(key, 0)})
-    if not fits:
+    if not fits and only is None:
         add(dict(shape=shape_name, engine="transformers", weights="hf-bf16",
                  skipped=f"not run: {bf16_gb:.1f} GB of bf16 weights > --transformers-max-gb "
                          f"{args.transformers_max_gb:g} or the memory available"))
@@ -293,6 +295,9 @@ def main() -> None:
     p.add_argument("--shapes", default="mixtral-small,olmoe-1b-7b",
                    help=f"comma-separated, of {', '.join(models.SHAPES)} (gpt-oss-20b: a 12 GB file)")
     p.add_argument("--threads", default="1,2")
+    p.add_argument("--files", default=None, metavar="KEYS",
+                   help="measure only these files of each shape, e.g. gguf-q4_k_m,gguf-q6_k (K-quant files "
+                        "are written by llama.cpp's quantizer from the q4_0 GGUF; see models.REQUANTIZED)")
     p.add_argument("--repeat", type=int, default=5, help="rounds per process (medians; more rounds leave more "
                                                           "that the hypervisor did not disturb)")
     p.add_argument("--kv-type", choices=["f16", "f32"], default="f16",
