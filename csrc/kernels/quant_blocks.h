@@ -38,6 +38,7 @@
 #define COLIBRI_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -167,6 +168,42 @@ static inline void colibri_q3_k_scales(const uint8_t scales[12], uint8_t sc[16])
 static inline uint8_t colibri_iq4_xs_scale(const colibri_block_iq4_xs *b, int s) {
     uint16_t h = (uint16_t)(b->scales_h[0] | b->scales_h[1] << 8);
     return (uint8_t)(((b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | (((h >> (2 * s)) & 3) << 4));
+}
+
+/* ---- whole-block unpacking in general registers (the SIMD kernels' first step) ----------
+ * "Byte k" of a word is its bits 8k..8k+7, so on the little-endian hosts the SIMD kernels run
+ * on a word moved into a vector register puts byte k in lane k. */
+
+/* The little-endian 32-bit word at p (p need not be aligned). */
+static inline uint32_t colibri_u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Q4_K / Q5_K: the 8 six-bit scales and 8 mins of scales[12], colibri_k_scale_min's values
+ * four sub-blocks per word: byte k of out[0] / out[1] is sub-block k / 4 + k's scale, of
+ * out[2] / out[3] its min. */
+static inline void colibri_k_scale_min_words(const uint8_t scales[12], uint32_t out[4]) {
+    uint32_t a = colibri_u32_at(scales), b = colibri_u32_at(scales + 4), c = colibri_u32_at(scales + 8);
+    out[0] = a & 0x3f3f3f3fu;
+    out[1] = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    out[2] = b & 0x3f3f3f3fu;
+    out[3] = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+}
+
+/* IQ4_XS: the 8 six-bit scales (colibri_iq4_xs_scale's values, unsigned), byte s = sub-block
+ * s's: the 8 nibbles of scales_l and the 8 2-bit fields of scales_h spread to a byte each by
+ * shifts and masks. */
+static inline uint64_t colibri_iq4_xs_scale_bytes(const colibri_block_iq4_xs *b) {
+    uint64_t lo = colibri_u32_at(b->scales_l), hi = (uint64_t)b->scales_h[0] | (uint64_t)b->scales_h[1] << 8;
+    lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
+    lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
+    lo = (lo | lo << 4) & 0x0f0f0f0f0f0f0f0full;
+    hi = (hi | hi << 24) & 0x000000ff000000ffull;
+    hi = (hi | hi << 12) & 0x000f000f000f000full;
+    hi = (hi | hi << 6) & 0x0303030303030303ull;
+    return lo | hi << 4;
 }
 
 /* Q2_K / Q3_K low bits: element i of the super-block sits at qs[32 (i / 128) + i % 32],

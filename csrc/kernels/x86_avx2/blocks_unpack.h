@@ -23,20 +23,12 @@
  * Each returns 16 int8: byte h = the scale (min) of half h of the super-block
  * (sub-blocks of 32 give both their halves the same value). */
 
-static inline uint32_t colibri_u32_at(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* Q4_K / Q5_K: the 8 six-bit scales (low 8 bytes) and mins (high 8 bytes) of
- * scales[12] (colibri_k_scale_min's packing, four sub-blocks per 32-bit word). */
+ * scales[12] (colibri_k_scale_min_words, quant_blocks.h). */
 static inline __m128i colibri_k_scale_min8(const uint8_t scales[12]) {
-    uint32_t a = colibri_u32_at(scales), b = colibri_u32_at(scales + 4), c = colibri_u32_at(scales + 8);
-    uint32_t sc_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
-    uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
-    uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi);
+    uint32_t v[4];
+    colibri_k_scale_min_words(scales, v);
+    return _mm_setr_epi32((int)v[0], (int)v[1], (int)v[2], (int)v[3]);
 }
 
 /* Byte k of v repeated for halves 2k and 2k + 1 (k < 8), or byte 8 + k (high = 1). */
@@ -65,17 +57,9 @@ static inline __m128i colibri_q2_k_nibbles16(const colibri_block_q2_k *b, int hi
     return _mm_and_si128(high ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(0x0f));
 }
 
-/* IQ4_XS: the 8 six-bit scales minus 32, per half. The 8 nibbles of scales_l and the 8
- * 2-bit fields of scales_h are spread to a byte each by shifts and masks (field s to byte s). */
+/* IQ4_XS: the 8 six-bit scales minus 32, per half (colibri_iq4_xs_scale_bytes, quant_blocks.h). */
 static inline __m128i colibri_iq4_xs_scales16(const colibri_block_iq4_xs *b) {
-    uint64_t lo = colibri_u32_at(b->scales_l), hi = (uint64_t)b->scales_h[0] | (uint64_t)b->scales_h[1] << 8;
-    lo = (lo | lo << 16) & 0x0000ffff0000ffffull;
-    lo = (lo | lo << 8) & 0x00ff00ff00ff00ffull;
-    lo = (lo | lo << 4) & 0x0f0f0f0f0f0f0f0full;
-    hi = (hi | hi << 24) & 0x000000ff000000ffull;
-    hi = (hi | hi << 12) & 0x000f000f000f000full;
-    hi = (hi | hi << 6) & 0x0303030303030303ull;
-    __m128i ls = _mm_cvtsi64_si128((long long)(lo | hi << 4));
+    __m128i ls = _mm_cvtsi64_si128((long long)colibri_iq4_xs_scale_bytes(b));
     return colibri_per_half(_mm_sub_epi8(ls, _mm_set1_epi8(32)), 0);
 }
 
