@@ -285,6 +285,10 @@ COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx2)
 COLIBRI_DECLARE_BLOCK_GEMM(avx2)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx512)
 COLIBRI_DECLARE_BLOCK_GEMM(avx512)
+COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon)
+COLIBRI_DECLARE_BLOCK_GEMM(neon)
+COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon_dotprod)
+COLIBRI_DECLARE_BLOCK_GEMM(neon_dotprod)
 void colibri_dot_rows_f32_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_f16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_bf16_neon(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);

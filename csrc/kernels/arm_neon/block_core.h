@@ -1,15 +1,20 @@
 /*
- * arm_neon/block_core.h — the 4-row loop over blocks shared by the ARM block
- * kernels (arm_neon/dot.c: widening multiplies; arm_dotprod/dot.c: sdot);
- * included only by files compiled for AArch64 Advanced SIMD.
+ * arm_neon/block_core.h — the 4-row loop over blocks of 32 shared by the ARM
+ * block kernels (arm_neon/dot.c: widening multiplies; arm_dotprod/dot.c:
+ * sdot); included only by files compiled for AArch64 Advanced SIMD. It serves
+ * the 32-element types without sub-block scales: Q8_0, Q4_0, Q4_1 (Q8_0 /
+ * Q8_1 activations) and Q5_0, Q5_1, IQ4_NL, MXFP4 (Q8_S); kquant_core.h the
+ * 256-element ones.
  *
  * Per block b, ISUM(q0, q1, a0, a1) gives 4 int32 partial sums of row r's
  * exact integer block dot (q0, q1: the weight block's 32 quants as signed
  * bytes, PREP's; a0, a1: the activation block's); the 4 rows' partials are
  * reduced together by pairwise adds, then lane r does exactly the
- * reference's float step for row r, the f16 scales widened exactly by the
- * hardware (vcvt_f32_f16) four at a time:
+ * reference's float step for row r, the 4 rows' scales widened exactly (DW4:
+ * f16 by the hardware's vcvt_f32_f16, or MXFP4's powers of two), the
+ * activation's by DA (f16 or f32):
  *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
+ *                                            [- (float)(A_0 + A_1) * (-m_w_r * d_a) for Q5_1]
  * The next group's rows are prefetched as one sweep in address order (isa.h).
  * The gemm core prepares a block's 4 rows once for 4 tokens (activation rows).
  */
@@ -20,6 +25,7 @@
 
 #include "../isa.h"
 #include "../quant.h"
+#include "blocks_unpack.h"
 
 /* The f16 values a..d as 4 floats (exact). */
 static inline float32x4_t colibri_f16x4_neon(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
@@ -35,11 +41,6 @@ static inline float32x4_t colibri_f16_dup_neon(uint16_t h) {
 static inline void colibri_prep_q8_0_neon(const colibri_block_q8_0 *w, int8x16_t *q0, int8x16_t *q1) {
     *q0 = vld1q_s8(w->qs), *q1 = vld1q_s8(w->qs + 16);
 }
-static inline void colibri_nibbles_neon(const uint8_t *qs, uint8_t offset, int8x16_t *lo, int8x16_t *hi) {
-    uint8x16_t q = vld1q_u8(qs);
-    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), vdupq_n_s8((int8_t)offset));
-    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8((int8_t)offset));
-}
 static inline void colibri_prep_q4_0_neon(const colibri_block_q4_0 *w, int8x16_t *q0, int8x16_t *q1) {
     colibri_nibbles_neon(w->qs, 8, q0, q1);
 }
@@ -47,10 +48,22 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
     colibri_nibbles_neon(w->qs, 0, q0, q1);
 }
 
-/* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); others: v. */
+/* The 4 rows' weight scales of block b (w0..w3 in scope): f16 d, or MXFP4's 2^(e - 128). */
+#define COLIBRI_NEON_DW_F16(b) colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d)
+#define COLIBRI_NEON_DW_E8M0(b) colibri_e8m0_half4_neon(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
+/* An activation block's scale in 4 lanes: f16 (Q8_0, Q8_1) or f32 (Q8_S). */
+#define COLIBRI_NEON_DA_F16(blk) colibri_f16_dup_neon((blk).d)
+#define COLIBRI_NEON_DA_F32(blk) vdupq_n_f32((blk).d)
+
+/* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); Q5_1's min form (quant_blocks.h:
+ * M = 1, DMIN = -m) subtracted; others: v. */
 #define COLIBRI_NEON_NO_OFFSET(v, b) (v)
-#define COLIBRI_NEON_Q4_1_OFFSET(v, b)                                                                  \
+#define COLIBRI_NEON_Q4_1_OFFSET(v, b)                                                              \
     vaddq_f32((v), vmulq_f32(colibri_f16x4_neon(w0[b].m, w1[b].m, w2[b].m, w3[b].m), colibri_f16_dup_neon(a[b].s)))
+#define COLIBRI_NEON_Q5_1_OFFSET(v, b)                                                              \
+    vsubq_f32((v), vmulq_f32(vdupq_n_f32((float)(a[b].sum[0] + a[b].sum[1])),                       \
+                             vmulq_f32(vnegq_f32(colibri_f16x4_neon(w0[b].m, w1[b].m, w2[b].m, w3[b].m)), \
+                                       vdupq_n_f32(a[b].d))))
 
 /* Defines NAME(q, qs): the 4 rows' exact block sums [row] against the
  * activation quants qs: [32] (q: [row][2] the rows' prepared quants), each
@@ -62,32 +75,44 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
                           vpaddq_s32(ISUM(q[2][0], q[2][1], a0, a1), ISUM(q[3][0], q[3][1], a0, a1))); \
     }
 
+/* Defines NAME(q, qs, h0, h1): the 4 rows' exact sums [row] of each half (h0: elements 0..15,
+ * h1: 16..31) against the activation quants qs: [32], from ISUM16(q, a), 4 int32 partial sums
+ * of 16 int8 pairs, reduced as above. For the types whose halves have their own scales. */
+#define COLIBRI_NEON_HALVES4_DEFINE(NAME, ISUM16)                                                   \
+    static inline void NAME(int8x16_t q[4][2], const int8_t *qs, int32x4_t *h0, int32x4_t *h1) {    \
+        int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);                                        \
+        *h0 = vpaddq_s32(vpaddq_s32(ISUM16(q[0][0], a0), ISUM16(q[1][0], a0)),                      \
+                         vpaddq_s32(ISUM16(q[2][0], a0), ISUM16(q[3][0], a0)));                     \
+        *h1 = vpaddq_s32(vpaddq_s32(ISUM16(q[0][1], a1), ISUM16(q[1][1], a1)),                      \
+                         vpaddq_s32(ISUM16(q[2][1], a1), ISUM16(q[3][1], a1)));                     \
+    }
+
 /* The 4 rows' blocks b prepared: q[r][0], q[r][1] = PREP(&w_r[b]). */
 #define COLIBRI_NEON_PREP4(PREP, q, b)                                                              \
-    PREP(&w0[b], &q[0][0], &q[0][1]), PREP(&w1[b], &q[1][0], &q[1][1]);                            \
+    PREP(&w0[b], &q[0][0], &q[0][1]), PREP(&w1[b], &q[1][0], &q[1][1]);                             \
     PREP(&w2[b], &q[2][0], &q[2][1]), PREP(&w3[b], &q[3][0], &q[3][1])
 
 /* acc += this activation row's step for block b (a: its blocks; dw: the 4
  * rows' d_w): lane r exactly the reference's acc_r += (float)isum_r * (d_w_r
- * * d_a) [+ m_w_r * s_a]. */
-#define COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc)                                    \
-    acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(ISUM4(q, (a)[b].qs)),                       \
-                                          vmulq_f32(dw, colibri_f16_dup_neon((a)[b].d))), b))
+ * * d_a) [+ m_w_r * s_a] [- msum * (dmin_r * d_a)]. */
+#define COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc)                                \
+    acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(ISUM4(q, (a)[b].qs)), vmulq_f32(dw, DA((a)[b]))), \
+                                b))
 
 /* out[r] = w[r] . a for 4 rows of WBLOCK against ABLOCK activations, block
  * after block (the file comment's step), prefetching the group ahead. */
-#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, OFFSET)                          \
+#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, DW4, DA, OFFSET)                 \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
         const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                     \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                        \
         float32x4_t acc = vdupq_n_f32(0.0f);   /* acc: [4] rows */                                  \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                              \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));      \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));     \
             int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
             COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
-            float32x4_t dw = colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                \
-            COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc);                                \
+            float32x4_t dw = DW4(b);                                                                \
+            COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc);                           \
         }                                                                                           \
         vst1q_f32(out, acc);                                                                        \
     }
@@ -96,7 +121,7 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
  * prepared and their scales widened once, then used by every token; per
  * (token, row) lane the arithmetic is the one-row core's, so out[t][r] is
  * bitwise the reference dot. */
-#define COLIBRI_NEON_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, OFFSET)                     \
+#define COLIBRI_NEON_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, PREP, ISUM4, DW4, DA, OFFSET)            \
     static void NAME(const char *const w[4], const char *ahead, const char *const x[4], int64_t n,  \
                      float out[4][4]) {                                                             \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
@@ -105,33 +130,25 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
         const ABLOCK *a2 = (const ABLOCK *)x[2], *a3 = (const ABLOCK *)x[3];                        \
         float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;   /* [4] rows each */ \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                              \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));      \
+            COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));     \
             int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
             COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
-            float32x4_t dw = colibri_f16x4_neon(w0[b].d, w1[b].d, w2[b].d, w3[b].d);                \
-            { const ABLOCK *a = a0; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc0); }     \
-            { const ABLOCK *a = a1; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc1); }     \
-            { const ABLOCK *a = a2; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc2); }     \
-            { const ABLOCK *a = a3; COLIBRI_NEON_BLOCK_STEP(ISUM4, OFFSET, q, dw, a, b, acc3); }     \
+            float32x4_t dw = DW4(b);                                                                \
+            { const ABLOCK *a = a0; COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc0); } \
+            { const ABLOCK *a = a1; COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc1); } \
+            { const ABLOCK *a = a2; COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc2); } \
+            { const ABLOCK *a = a3; COLIBRI_NEON_BLOCK_STEP(ISUM4, DA, OFFSET, q, dw, a, b, acc3); } \
         }                                                                                           \
         vst1q_f32(out[0], acc0), vst1q_f32(out[1], acc1), vst1q_f32(out[2], acc2), vst1q_f32(out[3], acc3); \
     }
 
-/* The dot_rows and gemm kernels of one block type for one ARM table. */
-#define COLIBRI_NEON_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, PREP, OFFSET)                         \
-    COLIBRI_NEON_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, colibri_isum4_##ISA, OFFSET) \
-    COLIBRI_NEON_BLOCK_GEMM_CORE(colibri_gemm4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, colibri_isum4_##ISA, OFFSET) \
+/* The dot_rows and gemm kernels of one 32-element type for one ARM table. */
+#define COLIBRI_NEON_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, PREP, DW4, DA, OFFSET)                \
+    COLIBRI_NEON_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP, colibri_isum4_##ISA, \
+                            DW4, DA, OFFSET)                                                        \
+    COLIBRI_NEON_BLOCK_GEMM_CORE(colibri_gemm4_##TYPE##_##ISA, WBLOCK, ABLOCK, PREP,                \
+                                 colibri_isum4_##ISA, DW4, DA, OFFSET)                              \
     COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)           \
     COLIBRI_GEMM_DEFINE(colibri_gemm_##TYPE##_##ISA, colibri_gemm4_##TYPE##_##ISA)
-
-/* Every block type's kernels for one ARM table, from its ISUM. */
-#define COLIBRI_NEON_ALL_BLOCK_KERNELS(ISA, ISUM)                                                   \
-    COLIBRI_NEON_ISUM4_DEFINE(colibri_isum4_##ISA, ISUM)                                            \
-    COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, colibri_block_q8_0, colibri_prep_q8_0_neon, \
-                               COLIBRI_NEON_NO_OFFSET)                                              \
-    COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, colibri_block_q8_0, colibri_prep_q4_0_neon, \
-                               COLIBRI_NEON_NO_OFFSET)                                              \
-    COLIBRI_NEON_BLOCK_KERNELS(q4_1, ISA, colibri_block_q4_1, colibri_block_q8_1, colibri_prep_q4_1_neon, \
-                               COLIBRI_NEON_Q4_1_OFFSET)
 
 #endif /* COLIBRI_ARM_BLOCK_CORE_H */

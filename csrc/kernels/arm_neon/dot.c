@@ -5,9 +5,10 @@
  * in address order (isa.h). Bitwise equal to the reference:
  *   float types: per row two 4-lane accumulators as the reference's
  *     acc[0..7], separate multiply and add (no FMA), its pairwise combine;
- *   block types: block_core.h's loop, each block's exact int32 partial sums
- *     per row by widening int8 multiplies (int16 lanes of two products,
- *     |.| <= 2·128·127 < 2^15: activations stay within ±127).
+ *   block types: block_core.h's and kquant_core.h's loops, each block's
+ *     exact int32 partial sums per row by widening int8 multiplies (int16
+ *     lanes of two products, |.| <= 2·128·127 < 2^15: activations stay
+ *     within ±127).
  * One row at a time, with a horizontal add and a software f16 conversion per
  * block, took about twice the instructions per block (docs/KERNELS.md).
  */
@@ -15,7 +16,7 @@
 
 #include "../isa.h"
 #include "../quant.h"
-#include "block_core.h"
+#include "kquant_core.h"
 
 /* ---- float types --------------------------------------------------------------- */
 
@@ -84,7 +85,12 @@ static inline int32x4_t colibri_isum32x4(int8x16_t q0, int8x16_t q1, int8x16_t a
     return vpadalq_s16(vpaddlq_s16(p0), p1);
 }
 
-COLIBRI_NEON_ALL_BLOCK_KERNELS(neon, colibri_isum32x4)
+/* The same over 16 pairs (one half of a group; kquant_core.h). */
+static inline int32x4_t colibri_isum16x4(int8x16_t q, int8x16_t a) {
+    return vpaddlq_s16(vmlal_s8(vmull_s8(vget_low_s8(q), vget_low_s8(a)), vget_high_s8(q), vget_high_s8(a)));
+}
+
+COLIBRI_NEON_ALL_BLOCK_KERNELS(neon, colibri_isum32x4, colibri_isum16x4)
 
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f32_neon, colibri_dot4_f32_neon)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_f16_neon, colibri_dot4_f16_neon)
