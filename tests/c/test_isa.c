@@ -14,6 +14,10 @@
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
+ *   - the types of quant_blocks.h on edge-case blocks (every byte one bit
+ *     pattern, f16 scales from 0 and subnormals to ±65504, ±inf and NaN,
+ *     MXFP4 exponents 0..255) against extreme activations: decode and gemm
+ *     bitwise the reference (a NaN result may differ in its payload only);
  *   - the KV cache's f16 narrowing: bitwise colibri_f32_to_f16 on every
  *     f32 exponent with several mantissas, both signs, each side of every
  *     rounding tie, f16 subnormals, overflow, ±inf and NaN payloads;
@@ -270,6 +274,84 @@ static void test_gemm(const colibri_isa_table *isa) {
     }
 }
 
+/* Whether a and b are the same float bit for bit, or both NaN (C leaves a NaN's payload to the
+ * compiler, which may swap an addition's operands). */
+static int test_same_float(float a, float b) {
+    return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b);
+}
+
+/* Edge-case blocks of the types of quant_blocks.h, decode and gemm bitwise the reference: every
+ * byte of a block one pattern (0x00, 0xff, 0x55, 0xaa, 0x0f, 0xf0, 0x80, 0x7f: every quant, scale,
+ * min and mask bit at the ends of its range or alternating) or random, block after block; each
+ * row's f16 scales one of 0, -0, the smallest and largest subnormals, the smallest normal, ±1,
+ * ±65504, ±inf and NaN (a second f16 field another one), MXFP4's exponent one of 0, 1, 2, 127,
+ * 128, 254, 255; each token's activation blocks all +127, all -127, alternating signs or random,
+ * its scale 0, 1e-30, 1 or 1e30 (products that overflow to inf, and inf - inf, included). One
+ * scale per row and token, so that a row's finite extremes are not lost in another block's inf.
+ * 13 rows and 5 tokens (spare row and token lanes), 4 passes that shift which pattern meets
+ * which row. */
+static void test_edge_blocks(const colibri_isa_table *isa) {
+    enum { ROWS = 13, TOKENS = 5, COLS = 2048, NB = COLS / COLIBRI_QK, PASSES = 4 };
+    static const uint8_t patterns[] = {0x00, 0xff, 0x55, 0xaa, 0x0f, 0xf0, 0x80, 0x7f};   /* then random */
+    static const uint16_t f16s[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
+                                    0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00};
+    static const uint8_t exps[] = {0, 1, 2, 127, 128, 254, 255};
+    static const float act_scales[TOKENS] = {1.0f, 0.0f, 1e-30f, 1e30f, 1.0f};
+    static char w[ROWS][COLS * 2];                /* w: [ROWS] rows (any type's row fits) */
+    static colibri_block_q8_s a[TOKENS][NB];      /* a: [TOKENS] Q8_S activation rows */
+    float y[ROWS], g[TOKENS * ROWS];              /* y: [ROWS] one token; g: [TOKENS, ROWS] */
+    const int n_pat = (int)sizeof(patterns) + 1, n_f16 = (int)(sizeof(f16s) / sizeof(f16s[0]));
+    for (int k = 0; k < TOKENS; k++) {
+        for (int i = 0; i < NB; i++) {
+            for (int j = 0; j < COLIBRI_QK; j++) {
+                int kind = (k + i) % 4;
+                a[k][i].qs[j] = (int8_t)(kind == 0 ? 127 : kind == 1 ? -127 : kind == 2 ? (j % 2 ? 127 : -127)
+                                                                                          : (int)(test_rand(&rng) * 254.0f));
+            }
+            a[k][i].d = act_scales[k];
+            colibri_q8_s_sums(&a[k][i]);
+        }
+    }
+    for (int32_t dtype = COLIBRI_DTYPE_Q5_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+        if (!test_own_kernels(isa, dtype)) continue;
+        const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        int64_t n_blk = COLS / t->block_elems;
+        int same = 1, finite = 0;   /* finite: reference results that are neither inf nor NaN */
+        for (int pass = 0; pass < PASSES; pass++) {
+            for (int r = 0; r < ROWS; r++) {
+                for (int64_t b = 0; b < n_blk; b++) {
+                    unsigned char *blk = (unsigned char *)w[r] + b * t->block_bytes;
+                    int idx = (int)b + r + 3 * pass;
+                    for (int64_t k = 0; k < t->block_bytes; k++) {
+                        blk[k] = idx % n_pat < n_pat - 1 ? patterns[idx % n_pat]
+                                                         : (unsigned char)(test_rand(&rng) * 256.0f + 128.0f);
+                    }
+                    for (int f = 0; f < 2; f++) {
+                        if (t->f16_at[f] >= 0) memcpy(blk + t->f16_at[f], &f16s[(r + 5 * f) % n_f16], 2);
+                    }
+                    if (dtype == COLIBRI_DTYPE_MXFP4) blk[0] = exps[(r + pass) % (int)sizeof(exps)];
+                }
+            }
+            for (int k = 0; k < TOKENS; k++) {
+                isa->dot_rows[dtype](w, sizeof w[0], a[k], COLS, ROWS, y);
+                for (int r = 0; r < ROWS; r++) {
+                    float want = t->vec_dot(w[r], a[k], COLS);
+                    same &= test_same_float(y[r], want);
+                    finite += isfinite(want) != 0;
+                }
+            }
+            isa->gemm[dtype](w, sizeof w[0], a, sizeof a[0], COLS, ROWS, TOKENS, g, ROWS);
+            for (int k = 0; k < TOKENS; k++) {
+                for (int r = 0; r < ROWS; r++) same &= test_same_float(g[k * ROWS + r], t->vec_dot(w[r], a[k], COLS));
+            }
+        }
+        n_mismatched += !same;
+        CHECK(same, "%s %s: edge-case blocks differ from the reference", isa->name, t->name);
+        printf("%s %s: edge-case blocks (decode, gemm) %s the reference (%d of %d results finite)\n", isa->name,
+               t->name, same ? "bitwise" : "DIFFER from", finite, PASSES * TOKENS * ROWS);
+    }
+}
+
 /* Fills x: [n] with block kind (i % 8) of block i: random at scales 1e-30..1e30,
  * exact multiples of d/2 (ties), all zero, denormals, one ±inf, NaNs among values,
  * one huge value among small ones. */
@@ -412,6 +494,7 @@ int main(void) {
         test_bitwise_and_nmse(isa);
         test_integer_exact(isa);
         test_gemm(isa);
+        test_edge_blocks(isa);
         test_quantizers(isa);
         test_weighted_sum(isa);
         test_kv_narrowing(isa);
