@@ -105,14 +105,30 @@ def hparams_values(hp: _native.Hparams) -> dict:
     return values
 
 
+# The colibri_hparams fields whose 0 stands for another value, which the C core puts in its place
+# (model.c, router.c; docs/FORMAT.md): a .colibri file written before the field existed holds 0.
+_ZERO_STANDS_FOR = {
+    "router_scale": lambda hp: 1.0, "rope_dim": lambda hp: hp["head_dim"], "embd_scale": lambda hp: 1.0,
+    "residual_scale": lambda hp: 1.0, "logit_scale": lambda hp: 1.0,
+}
+
+
+def _resolved(values: dict) -> dict:
+    """hparams_values with every _ZERO_STANDS_FOR field's 0 replaced by the value it stands for."""
+    return {name: (_ZERO_STANDS_FOR[name](values) if name in _ZERO_STANDS_FOR and value == 0 else value)
+            for name, value in values.items()}
+
+
 def check_config_matches(config: ModelConfig, built: dict, where: str) -> None:
     """ModelError unless `config` maps to exactly the hyperparameters the C model was built
     with (`built`, from ModelHandle.hparams()): Python describes a model (Model.config) only
     as the C core runs it, and every buffer the C core writes is sized from the C numbers.
-    Floats compare as float32 values (rope frequencies included), exactly."""
+    Floats compare as float32 values (rope frequencies included), exactly; a field whose 0
+    stands for a default (_ZERO_STANDS_FOR) compares as the value the C core runs with."""
     hp, keepalive = hparams_for(config)
-    expected = hparams_values(hp)
+    expected = _resolved(hparams_values(hp))
     del keepalive
+    built = _resolved(built)
     for name, want in expected.items():
         got = built.get(name)
         if want != got:

@@ -368,6 +368,36 @@ MALFORMED = {
 }
 
 
+def test_fields_whose_zero_is_a_default_load_as_written_before_they_existed(converted, tmp_path):
+    """A file written before an extension field existed reads 0 there (docs/FORMAT.md), and for
+    router_scale, embd_scale, residual_scale and logit_scale 0 means 1, for rope_dim head_dim:
+    such a file (here those fields zeroed, rope_dim set to head_dim) passes the config.json check
+    and gives bitwise the logits of the file as written; any other value still has to match."""
+    _, path = converted("mixtral-b", "f32")
+    data = bytearray(path.read_bytes())
+    names = [name for name, _ in native._HP_EXT]
+    file = native.NativeFile.open(path)
+    try:
+        head_dim, rope_dim, scales = (file.hparams["head_dim"], file.hparams["rope_dim"],
+                                      [file.hparams[n] for n in ("router_scale", "embd_scale", "logit_scale")])
+    finally:
+        file.close()
+    assert rope_dim == 0 and scales == [1.0, 1.0, 1.0]   # what the test changes is there as assumed
+    for name in ("router_scale", "embd_scale", "residual_scale", "logit_scale"):
+        struct.pack_into("<f", data, 64 + native.HPARAMS_FIXED_BYTES + 4 * names.index(name), 0.0)
+    struct.pack_into("<i", data, 64 + native.HPARAMS_FIXED_BYTES + 4 * names.index("rope_dim"), head_dim)
+    older = tmp_path / "older.colibri"
+    older.write_bytes(bytes(data))
+    with _native_model(path) as want, _native_model(older) as got:
+        ids = token_ids(want.config.vocab_size, SEQ_LEN, seed=5)
+        assert got.logits(ids).tobytes() == want.logits(ids).tobytes()
+    struct.pack_into("<f", data, 64 + native.HPARAMS_FIXED_BYTES + 4 * names.index("embd_scale"), 2.0)
+    older.write_bytes(bytes(data))   # a value that is no default still has to match config.json
+    with pytest.raises(ModelError, match=r"older\.colibri: config\.json does not match the model's "
+                                         r"hyperparameters: embd_scale is 2\.0 in the model, config\.json gives 1\.0$"):
+        colibri.load(older, threads=2, n_ctx=64)
+
+
 def test_layer_windows_travel_and_are_checked(converted, tmp_path):
     """gpt-oss's sliding and full layers are stored as the layer_window array (layer_windows = 1),
     read back by both readers as config.json's layer_types say; a negative window is refused by
