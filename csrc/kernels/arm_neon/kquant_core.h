@@ -41,18 +41,17 @@ static inline void colibri_group_halves_neon(const int8x16_t t[4], int s, int32x
     *v0 = vmovl_s16(vget_low_s16(w)), *v1 = vmovl_s16(vget_high_s16(w));
 }
 
-/* Defines NAME(q, a, S, M, s, sub32, has_m, d4, dm4, acc): acc plus the file comment's step of
- * group s for the 4 rows (lanes): q: [row][2] the group's quants; a: its activation block; S, M:
- * the rows' per-half scales and mins (colibri_rows_by_half_neon's layout; M read only with
+/* Defines NAME(q, a, s0, s1, m0, m1, sub32, has_m, d4, dm4, acc): acc plus the file comment's
+ * step of one group for the 4 rows (lanes): q: [row][2] the group's quants; a: its activation
+ * block; s0, s1, m0, m1: the rows' scales and mins of its two halves (m0, m1 read only with
  * has_m); d4, dm4: the rows' D and DMIN. ISUM4 and HALVES4 are the table's integer sums
  * (block_core.h). */
 #define COLIBRI_NEON_K_STEP_DEFINE(NAME, ISUM4, HALVES4)                                            \
     static inline __attribute__((always_inline)) float32x4_t NAME(                                  \
-        int8x16_t q[4][2], const colibri_block_q8_s *a, const int8x16_t S[4], const int8x16_t M[4], \
-        const int s, const int sub32, const int has_m, float32x4_t d4, float32x4_t dm4,             \
+        int8x16_t q[4][2], const colibri_block_q8_s *a, int32x4_t s0, int32x4_t s1, int32x4_t m0,   \
+        int32x4_t m1, const int sub32, const int has_m, float32x4_t d4, float32x4_t dm4,            \
         float32x4_t acc) {                                                                          \
-        int32x4_t s0, s1, isum;                                                                     \
-        colibri_group_halves_neon(S, s, &s0, &s1);                                                  \
+        int32x4_t isum;                                                                             \
         if (sub32) {                                                                                \
             isum = vmulq_s32(s0, ISUM4(q, a->qs));                                                  \
         } else {                                                                                    \
@@ -63,8 +62,6 @@ static inline void colibri_group_halves_neon(const int8x16_t t[4], int s, int32x
         float32x4_t da = vdupq_n_f32(a->d);                                                         \
         float32x4_t v = vmulq_f32(vcvtq_f32_s32(isum), vmulq_f32(d4, da));                          \
         if (has_m) {                                                                                \
-            int32x4_t m0, m1;                                                                       \
-            colibri_group_halves_neon(M, s, &m0, &m1);                                              \
             int32x4_t msum = vmlaq_n_s32(vmulq_n_s32(m0, a->sum[0]), m1, a->sum[1]);                \
             v = vsubq_f32(v, vmulq_f32(vcvtq_f32_s32(msum), vmulq_f32(dm4, da)));                   \
         }                                                                                           \
@@ -101,9 +98,13 @@ static inline void colibri_group_halves_neon(const int8x16_t t[4], int s, int32x
                 int8x16_t q[4][2];   /* q: [row] the group's quants, elements 0..15 and 16..31 */   \
                 PREP(b0, s, &q[0][0], &q[0][1]), PREP(b1, s, &q[1][0], &q[1][1]);                   \
                 PREP(b2, s, &q[2][0], &q[2][1]), PREP(b3, s, &q[3][0], &q[3][1]);                   \
-                _Pragma("GCC unroll 4") for (int t = 0; t < (TOKENS); t++) {                        \
+                int32x4_t s0, s1, m0 = vdupq_n_s32(0), m1 = m0;   /* [row] the halves' S and M */    \
+                colibri_group_halves_neon(S, s, &s0, &s1);                                          \
+                if (HAS_M) colibri_group_halves_neon(M, s, &m0, &m1);                               \
+                _Pragma("GCC unroll 1")   /* unrolled, the tokens' registers spill */               \
+                for (int t = 0; t < (TOKENS); t++) {                                                \
                     const colibri_block_q8_s *a = (const colibri_block_q8_s *)x[t] + 8 * sb + s;    \
-                    acc[t] = STEP(q, a, S, M, s, SUB32, HAS_M, d4, dm4, acc[t]);                    \
+                    acc[t] = STEP(q, a, s0, s1, m0, m1, SUB32, HAS_M, d4, dm4, acc[t]);             \
                 }                                                                                   \
             }                                                                                       \
         }                                                                                           \
