@@ -36,6 +36,8 @@
 #define COLIBRI_TOKEN_CHUNK 64    /* tokens per unit of work: the AVX-512 gemm's panel reuse */
 #define COLIBRI_ROWS_ONE 4        /* row group for one token: the row kernels' group */
 #define COLIBRI_ROWS_MANY 16      /* row group for several tokens: the gemm panels' rows */
+#define COLIBRI_GEMV_TILE_BYTES 40960   /* rows that several tokens' row kernels pass in turn: within
+                                           L1d (48 KiB a core here); 36 KiB tiles measured best */
 #define COLIBRI_EPILOGUE_BLOCKS_PER_THREAD 4   /* quantize in the gate/up epilogue only with this many
                                                   row groups (blocks) per thread to deal out */
 
@@ -101,19 +103,32 @@ static int64_t colibri_job_unit_at(const colibri_job_cut *cut, double off) {
 /* ---- running a piece ----------------------------------------------------------- */
 
 /* y[t, r0..r1) = W[r0..r1) . x[t] for the n tokens at x (x_row_bytes apart).
- * One token: the row kernel, prefetching a row group ahead. Several: the
- * multi-token kernel, whose row groups stay in cache while every token
- * passes (isa.h). Either way every y[t, r] is bitwise the reference dot of
- * row r with x[t]. */
+ * Fewer tokens than the table's gemm_from for this dtype: the row kernel
+ * once per token over tiles of rows that stay in L1 (rows outside, tokens
+ * inside), so the weights stream from memory once and each further token
+ * costs one dot from cache; one token: the row kernel over the whole range,
+ * prefetching a row group ahead. More tokens: the multi-token kernel, whose
+ * row panels are worth their packing from gemm_from tokens on (isa.h).
+ * Every y[t, r] is bitwise the reference dot of row r with x[t] either way
+ * (isa.h's contract, tests/c/test_isa.c), so which path a job takes (it
+ * depends on how many tokens the batch routes to it) never changes a value. */
 static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_row_bytes, int64_t n,
                              int64_t r0, int64_t r1, float *y, int64_t y_stride) {
     const colibri_isa_table *isa = colibri_isa_active();
     int64_t row_bytes = colibri_row_bytes(w->dtype, w->cols);
     const char *w_rows = (const char *)w->data + r0 * row_bytes;   /* w_rows: [r1 - r0, cols] */
-    if (n == 1) {
-        isa->dot_rows[w->dtype](w_rows, row_bytes, x, w->cols, r1 - r0, &y[r0]);
-    } else {
+    if (n >= isa->gemm_from[w->dtype]) {
         isa->gemm[w->dtype](w_rows, row_bytes, x, x_row_bytes, w->cols, r1 - r0, n, &y[r0], y_stride);
+        return;
+    }
+    int64_t tile = n == 1 ? r1 - r0 : COLIBRI_GEMV_TILE_BYTES / row_bytes / COLIBRI_DOT_ROWS * COLIBRI_DOT_ROWS;
+    tile = tile > COLIBRI_DOT_ROWS ? tile : COLIBRI_DOT_ROWS;
+    for (int64_t r = r0; r < r1; r += tile) {
+        int64_t k = r1 - r < tile ? r1 - r : tile;
+        for (int64_t t = 0; t < n; t++) {
+            isa->dot_rows[w->dtype]((const char *)w->data + r * row_bytes, row_bytes, x + t * x_row_bytes, w->cols,
+                                    k, &y[t * y_stride + r]);
+        }
     }
 }
 

@@ -90,6 +90,7 @@ const colibri_isa_table colibri_isa_scalar = {
     {colibri_f32_row_from_f32, colibri_f16_row_from_f32},
     colibri_softmax_apply,
     colibri_silu_mul,
+    .gemm_from = {0},   /* every type: COLIBRI_GEMM_FROM_DEFAULT */
 };
 
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {
@@ -123,7 +124,8 @@ static const colibri_isa_table *const colibri_isas[] = {
 };
 #define COLIBRI_ISA_COUNT ((int)(sizeof(colibri_isas) / sizeof(colibri_isas[0])))
 
-/* The tables as used: each one's NULL kernels replaced by the scalar table's. */
+/* The tables as used: each one's NULL kernels replaced by the scalar table's,
+ * its unset gemm_from by the default. */
 static colibri_isa_table colibri_isas_complete[COLIBRI_ISA_COUNT];
 static pthread_once_t colibri_isas_complete_once = PTHREAD_ONCE_INIT;
 
@@ -134,6 +136,7 @@ static void colibri_isas_complete_fill(void) {
         for (int d = 0; d < COLIBRI_WEIGHT_TYPES; d++) {
             if (!t->dot_rows[d]) t->dot_rows[d] = colibri_isa_scalar.dot_rows[d];
             if (!t->gemm[d]) t->gemm[d] = colibri_isa_scalar.gemm[d];
+            if (!t->gemm_from[d]) t->gemm_from[d] = COLIBRI_GEMM_FROM_DEFAULT;
         }
     }
 }

@@ -63,7 +63,14 @@ typedef struct colibri_isa_table {
     void (*kv_from_f32[2])(const float *src, void *dst, int64_t n);
     void (*softmax)(float *x, int64_t n);             /* colibri_softmax_apply, bitwise */
     void (*silu_mul)(float *g, const float *u, int64_t n);   /* colibri_silu_mul, bitwise */
+    /* by colibri_dtype: the fewest tokens for which gemm beats dot_rows run once per
+     * token over the same cached rows (measured; 0: COLIBRI_GEMM_FROM_DEFAULT). Either
+     * gives bitwise the same y, so this choice is speed only (matmul.c). */
+    uint8_t gemm_from[COLIBRI_WEIGHT_TYPES];
 } colibri_isa_table;
+
+#define COLIBRI_GEMM_FROM_DEFAULT 4   /* where a table sets none: AVX2's Q4_0 with its earlier 4x4 gemm core
+                                         measured dot_rows per token faster at 2-3 tokens, even at 4 */
 
 /* The table's quantizer of activation type act (Q8_0, Q8_1 or Q8_S); NULL for others. */
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act);

@@ -56,6 +56,7 @@
         {colibri_f32_row_from_f32, colibri_f16_row_from_f32_neon},              \
         colibri_softmax_neon,                                                   \
         colibri_silu_mul_neon,                                                  \
+        .gemm_from = {0}, /* every type: COLIBRI_GEMM_FROM_DEFAULT */          \
     };
 
 #endif /* COLIBRI_ARM_TABLE_H */

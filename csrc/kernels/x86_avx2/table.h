@@ -56,6 +56,7 @@
         {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},              \
         colibri_softmax_avx2,                                                   \
         colibri_silu_mul_avx2,                                                  \
+        .gemm_from = {0}, /* every type: COLIBRI_GEMM_FROM_DEFAULT */           \
     };
 
 #endif /* COLIBRI_AVX2_TABLE_H */
