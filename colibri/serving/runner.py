@@ -36,6 +36,11 @@ class Runner:
         route_size = self.n_layer * self.n_batch * self.top_k
         self._experts = np.zeros(route_size, dtype=np.int32)                      # [L * n_batch * k]
         self._gates = np.zeros(route_size, dtype=np.float32)                      # [L * n_batch * k]
+        # every step's outputs start at these buffers' first elements: one Outputs for all steps
+        self._out = _native.Outputs(logits=_native.as_ptr(self._logits, ctypes.c_float))
+        if self.top_k:
+            self._out.experts = _native.as_ptr(self._experts, ctypes.c_int32)
+            self._out.gates = _native.as_ptr(self._gates, ctypes.c_float)
 
     def run(self, plan: list[Work]) -> StepResult:
         """Feed every work's tokens; logits and routing of the tokens whose logits are wanted."""
@@ -48,14 +53,11 @@ class Runner:
         want[wanted_rows] = 1
         n_tokens, n_wanted = len(tokens), len(wanted_rows)
         logits = self._logits[:n_wanted * self.vocab].reshape(n_wanted, self.vocab)   # [n_wanted, V]
-        out = _native.Outputs(logits=_native.as_ptr(logits, ctypes.c_float))
         experts = gates = None
         if self.top_k:
             experts = self._experts[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
             gates = self._gates[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
-            out.experts = _native.as_ptr(experts, ctypes.c_int32)
-            out.gates = _native.as_ptr(gates, ctypes.c_float)
-        self._model._context().forward(tokens, positions, seqs, want, out)
+        self._model._context().forward(tokens, positions, seqs, want, self._out)
         if not self.top_k:
             return StepResult(logits, None, None, None, n_tokens)
         moe_experts = experts[self.moe_layers]                                    # [n_moe, T, k]
