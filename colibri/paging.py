@@ -168,7 +168,7 @@ class PagingPlan:
     process_bytes: int          # the process's resident set when paging started
     overhead_bytes: int         # paging's tables, scratch and readers
     margin_bytes: int
-    read_bytes: int = 0         # the largest single read (one window of an expert's adjacent tensors)
+    read_bytes: int = 0         # the largest single read (a piece, at most 1 MiB, of an expert's window)
 
     @property
     def fixed_bytes(self) -> int:

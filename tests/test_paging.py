@@ -77,6 +77,24 @@ def test_paged_logits_equal_resident_bitwise(tiny_model_factory, name):
                 assert st.prefetches == st.predicted == 0
 
 
+def test_experts_larger_than_a_read_piece_are_read_in_pieces(tiny_model_factory):
+    """An expert window over 1 MiB (mixtral-wide8 in f32: gate, w2 and up adjacent, 1.5 MiB) is read
+    in pieces of at most 1 MiB that the reader threads share; the slot holds the same bytes."""
+    tiny = tiny_model_factory("mixtral-wide8")
+    with colibri.load(tiny.path, threads=2, n_batch=4, mem_budget="off") as m:
+        prompt = token_ids(m.config.vocab_size, 9, seed=5)
+        want = _trace(m, prompt, 4)
+        n_moe = _n_moe(m)
+    for per_layer in (1, 3):
+        with colibri.load(tiny.path, threads=2, n_batch=4, expert_slots=per_layer * n_moe) as m:
+            assert m.paging.read_bytes <= 1 << 20 < m.paging.slot_bytes
+            assert np.array_equal(_trace(m, prompt, 4), want), per_layer
+            st = m.paging_stats()
+            assert st.misses > 0 and st.prefetches > 0
+            # a read a reader started is read whole, every piece once (a queued one may be dropped)
+            assert st.bytes_read % m.paging.slot_bytes == 0 and 0 < st.bytes_read <= st.reads * m.paging.slot_bytes
+
+
 @pytest.mark.parametrize("name,qtype", [("olmoe-c", "q8_0"), ("olmoe-c", "q4_0"), ("gpt_oss-a", "q8_0"),
                                         ("deepseek_v3-a", "q4_0")])
 def test_paged_gguf_and_native_equal_resident(tiny_model_factory, tmp_path, name, qtype):

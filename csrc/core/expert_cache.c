@@ -3,7 +3,8 @@
  *
  * A fixed arena of n_slots expert slots; a table of every (layer, expert):
  * its slot, use count and last use; a queue of slots to read, served by
- * reader threads (urgent reads before read-ahead). One mutex guards the
+ * reader threads (urgent reads before read-ahead), each slot's read cut in
+ * pieces that several readers share (expert_io.c). One mutex guards the
  * table, the slots' states and the queue; only the forward step's thread
  * changes which expert a slot holds, so every eviction is a deterministic
  * function of the routing (the readers only move slots from QUEUED to READY):
@@ -42,7 +43,10 @@ enum { SLOT_EMPTY, SLOT_QUEUED, SLOT_LOADING, SLOT_READY };
 typedef struct colibri_slot {
     colibri_tensor t[COLIBRI_EXPERT_KINDS];   /* the expert's weights, data inside this slot */
     int64_t owner;        /* l * n_expert + e of the expert held, -1 when empty */
-    uint8_t state;        /* SLOT_* */
+    int32_t n_pieces;     /* the expert's reads (colibri_expert_pieces) */
+    int32_t next_piece;   /* the first piece no reader has taken */
+    int32_t pieces_left;  /* pieces not read yet (taken or not) */
+    uint8_t state;        /* SLOT_*: QUEUED until a reader takes a piece, LOADING until all are read */
     uint8_t urgent;       /* a layer waits on this read */
     uint8_t ahead;        /* read ahead and not needed since */
     uint8_t failed;       /* the read failed (error in the cache's line) */
@@ -78,7 +82,7 @@ struct colibri_paging {
     int huge;
     int64_t *free_slots;          /* free_slots: [n_slots] stack of empty slots, lowest on top */
     int64_t n_free;
-    int64_t *queue;               /* queue: [n_slots] slots to read, in order */
+    int64_t *queue;               /* queue: [n_slots] slots with pieces no reader has taken, in order */
     int64_t n_queued;
     colibri_expert_files files;
     pthread_t *readers;           /* readers: [n_readers] */
@@ -108,14 +112,20 @@ struct colibri_paging {
 
 /* ---- readers ------------------------------------------------------------------------ */
 
-/* Takes the first urgent slot of the queue, else the first one. Under mu. */
-static int64_t colibri_queue_pop(colibri_paging *p) {
+/* Takes the next piece of the first urgent slot of the queue, else of the
+ * first one; a slot leaves the queue with its last piece. Under mu. */
+static int64_t colibri_queue_pop(colibri_paging *p, int32_t *piece) {
     int64_t at = 0;
     while (at < p->n_queued && !p->slots[p->queue[at]].urgent) at++;
     if (at == p->n_queued) at = 0;
     int64_t s = p->queue[at];
-    memmove(&p->queue[at], &p->queue[at + 1], (size_t)(p->n_queued - at - 1) * sizeof *p->queue);
-    p->n_queued--;
+    colibri_slot *slot = &p->slots[s];
+    *piece = slot->next_piece++;
+    slot->state = SLOT_LOADING;
+    if (slot->next_piece == slot->n_pieces) {
+        memmove(&p->queue[at], &p->queue[at + 1], (size_t)(p->n_queued - at - 1) * sizeof *p->queue);
+        p->n_queued--;
+    }
     return s;
 }
 
@@ -136,23 +146,27 @@ static void *colibri_reader_main(void *arg) {
     for (;;) {
         while (!p->stop && p->n_queued == 0) pthread_cond_wait(&p->work, &p->mu);
         if (p->stop) break;
-        int64_t s = colibri_queue_pop(p);
+        int32_t piece;
+        int64_t s = colibri_queue_pop(p, &piece);
         colibri_slot *slot = &p->slots[s];
         const colibri_expert_layout *lay = &p->layout[slot->owner];
-        slot->state = SLOT_LOADING;
         pthread_mutex_unlock(&p->mu);
         uint64_t bytes = 0;
-        int rc = colibri_expert_read(&p->files, p->m, lay, p->arena + (size_t)s * p->slot_bytes, &bytes, err,
-                                     sizeof err);
+        int rc = colibri_expert_read_piece(&p->files, p->m, lay, piece, p->arena + (size_t)s * p->slot_bytes, &bytes,
+                                           err, sizeof err);
         pthread_mutex_lock(&p->mu);
-        slot->state = SLOT_READY;
-        slot->failed = rc != 0;
-        if (rc && !p->failed) {
-            p->failed = 1;
-            memcpy(p->error, err, sizeof err);
+        if (rc && !slot->failed) {
+            slot->failed = 1;
+            if (!p->failed) {
+                p->failed = 1;
+                memcpy(p->error, err, sizeof err);
+            }
         }
         p->stats.bytes_read += (int64_t)bytes;
-        pthread_cond_broadcast(&p->done);
+        if (--slot->pieces_left == 0) {
+            slot->state = SLOT_READY;
+            pthread_cond_broadcast(&p->done);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -169,7 +183,8 @@ static int colibri_evict_before(const colibri_paging *p, int64_t a, int64_t b) {
     return a < b;
 }
 
-/* Waits (under mu) until slot s has no read in flight; time counts as stall. */
+/* Waits (under mu) until slot s has no read in flight (a reader has taken a
+ * piece: the rest stay queued and are read); time counts as stall. */
 static void colibri_slot_settle(colibri_paging *p, int64_t s) {
     if (p->slots[s].state != SLOT_LOADING) return;
     double t0 = colibri_now();
@@ -214,6 +229,8 @@ static void colibri_slot_fill(colibri_paging *p, int64_t s, int64_t owner, int u
         if (w[k].data) slot->t[k].data = base + p->layout[owner].at[k];
     }
     slot->owner = owner;
+    slot->n_pieces = slot->pieces_left = colibri_expert_pieces(&p->layout[owner]);
+    slot->next_piece = 0;
     slot->state = SLOT_QUEUED;
     slot->urgent = (uint8_t)urgent;
     slot->ahead = (uint8_t)!urgent;
@@ -222,7 +239,7 @@ static void colibri_slot_fill(colibri_paging *p, int64_t s, int64_t owner, int u
     p->entry[owner].last_use = p->tick;
     p->queue[p->n_queued++] = s;
     p->stats.reads++;
-    pthread_cond_signal(&p->work);
+    pthread_cond_broadcast(&p->work);   /* every idle reader can take a piece */
 }
 
 /* Slots for the pending experts of layer l, in order, while there are any (under mu). */
@@ -275,20 +292,27 @@ static int colibri_prediction_cmp(const void *a, const void *b) {
     return x->expert < y->expert ? -1 : x->expert > y->expert;
 }
 
-/* The experts layer `next`'s router picks from layer l's input (s.h): its
- * logits, bias and routing rule (router.c) applied to each token, the picks
- * counted over the tokens; sorted by count. Runs outside mu (the step's own
- * scratch: s.wvec and the router's work arrays are free once layer l has
- * routed). Returns how many experts were predicted. */
+int colibri_paging_predict_job(colibri_context *ctx, int32_t l, int32_t T, colibri_matmul_job *job) {
+    colibri_paging *p = ctx->paging;
+    if (!p || !p->prefetch || p->next_moe[l] < 0) return 0;
+    *job = (colibri_matmul_job){.w = &p->m->layers[p->next_moe[l]].t[COLIBRI_T_ROUTER], .x = ctx->s.h,
+                                .x_stride = p->m->hp.n_embd, .y = p->pred_logits, .y_stride = p->E,
+                                .n = T};   /* pred_logits: [T, E] */
+    return 1;
+}
+
+/* The experts layer `next`'s router picks from layer l's input: its logits
+ * (pred_logits, computed with layer l's router: colibri_paging_predict_job),
+ * bias and routing rule (router.c) applied to each token, the picks counted
+ * over the tokens; sorted by count. Runs outside mu (the step's own scratch:
+ * the router's work arrays are free once layer l has routed). Returns how
+ * many experts were predicted. */
 static int32_t colibri_predict(colibri_context *ctx, int32_t next, int32_t T) {
     colibri_paging *p = ctx->paging;
     const colibri_model *m = p->m;
     const colibri_layer *N = &m->layers[next];
     colibri_scratch *s = &ctx->s;
     int32_t E = p->E, k = p->k;
-    colibri_matmul_job job = {.w = &N->t[COLIBRI_T_ROUTER], .x = s->h, .x_stride = m->hp.n_embd,
-                              .y = p->pred_logits, .y_stride = E, .n = T};   /* pred_logits: [T, E] */
-    colibri_matmul_run(ctx, &job, 1);
     if (m->hp.router_bias) {
         const float *b = colibri_vec_load(ctx, &N->t[COLIBRI_T_ROUTER_BIAS]);   /* b: [E] */
         for (int64_t i = 0; i < (int64_t)T * E; i++) p->pred_logits[i] += b[i % E];

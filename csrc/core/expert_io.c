@@ -110,13 +110,50 @@ static int colibri_window_read(colibri_expert_files *f, const colibri_model *m, 
     return 0;
 }
 
-int colibri_expert_read(colibri_expert_files *f, const colibri_model *m, const colibri_expert_layout *lay,
-                        char *buf, uint64_t *bytes, char *err, size_t err_len) {
-    *bytes = 0;
+/* Window w's pieces: how many, and how long each is but the last (whole pages). */
+static uint64_t colibri_window_pieces(const colibri_expert_window *w, uint64_t *piece_len) {
+    uint64_t pages = w->len / COLIBRI_PAGE_ALIGN, most = COLIBRI_READ_PIECE / COLIBRI_PAGE_ALIGN;
+    uint64_t n = pages > most ? (pages + most - 1) / most : 1;
+    uint64_t each = pages > n ? (pages + n - 1) / n : 1;   /* pages of every piece but the last */
+    *piece_len = each * COLIBRI_PAGE_ALIGN;
+    return pages > each ? (pages + each - 1) / each : 1;
+}
+
+int32_t colibri_expert_pieces(const colibri_expert_layout *lay) {
+    int32_t n = 0;
+    uint64_t piece_len;
+    for (int32_t i = 0; i < lay->n_win; i++) n += (int32_t)colibri_window_pieces(&lay->win[i], &piece_len);
+    return n;
+}
+
+int colibri_expert_piece(const colibri_expert_layout *lay, int32_t piece, colibri_expert_window *out) {
     for (int32_t i = 0; i < lay->n_win; i++) {
-        if (colibri_window_read(f, m, &lay->win[i], buf, bytes, err, err_len)) return -1;
+        const colibri_expert_window *w = &lay->win[i];
+        uint64_t piece_len, n = colibri_window_pieces(w, &piece_len);
+        if ((uint64_t)piece >= n) {
+            piece -= (int32_t)n;
+            continue;
+        }
+        uint64_t at = (uint64_t)piece * piece_len;
+        *out = *w;
+        out->buf += at;
+        out->offset += at;
+        out->len = w->len - at < piece_len ? w->len - at : piece_len;
+        out->need = w->need <= at ? 0 : w->need - at < out->len ? w->need - at : out->len;
+        return 0;
     }
-    return 0;
+    return -1;
+}
+
+int colibri_expert_read_piece(colibri_expert_files *f, const colibri_model *m, const colibri_expert_layout *lay,
+                              int32_t piece, char *buf, uint64_t *bytes, char *err, size_t err_len) {
+    *bytes = 0;
+    colibri_expert_window w;
+    if (colibri_expert_piece(lay, piece, &w)) {
+        snprintf(err, err_len, "paging: an expert has no read %d", piece);
+        return -1;
+    }
+    return colibri_window_read(f, m, &w, buf, bytes, err, err_len);
 }
 
 /* ---- advice on the model's mappings ----------------------------------------------------- */

@@ -170,8 +170,9 @@ COLIBRI_API int colibri_model_paging_sizes(const colibri_model *m, int32_t n_bat
     memset(sizes, 0, sizeof *sizes);
     int rc = colibri_expert_layouts(m, layout, &sizes->slot_bytes);
     for (int64_t i = 0; !rc && i < cells; i++) {
-        for (int32_t w = 0; w < layout[i].n_win; w++) {
-            if (layout[i].win[w].len > sizes->read_bytes) sizes->read_bytes = layout[i].win[w].len;
+        colibri_expert_window piece;
+        for (int32_t j = 0; colibri_expert_piece(&layout[i], j, &piece) == 0; j++) {
+            if (piece.len > sizes->read_bytes) sizes->read_bytes = piece.len;
         }
     }
     free(layout);

@@ -25,6 +25,11 @@ typedef struct colibri_paging colibri_paging;   /* a context's expert cache (exp
 
 /* ---- forward-pass hooks (moe.c, forward.c, context.c) ---------------------------- */
 
+/* Fills *job with the next MoE layer's router on layer `layer`'s input (for
+ * the read-ahead's prediction; run with the layer's own router) and returns
+ * 1; 0 when there is nothing to predict (no paging, no read-ahead, the last
+ * MoE layer). */
+int colibri_paging_predict_job(colibri_context *ctx, int32_t layer, int32_t n_tokens, colibri_matmul_job *job);
 /* Layer `layer` is about to run the experts its dispatcher counted
  * (ctx->s.expert_count): asks for them, reads ahead for the next MoE layer,
  * and returns once the first wave's experts are in their slots. No-op when
@@ -91,10 +96,18 @@ int colibri_expert_files_open(colibri_expert_files *f, const colibri_model *m, i
 void colibri_expert_files_close(colibri_expert_files *f);
 /* 1 when every file is read with O_DIRECT. */
 int colibri_expert_files_direct(const colibri_expert_files *f);
-/* Reads an expert's windows into its slot (buf); *bytes: bytes read. 0, or
- * -1 with err naming the file. Safe from several threads at once. */
-int colibri_expert_read(colibri_expert_files *f, const colibri_model *m, const colibri_expert_layout *lay,
-                        char *buf, uint64_t *bytes, char *err, size_t err_len);
+/* An expert is read in pieces, so that several readers share one expert's
+ * read: each window cut into equal runs of whole pages of at most
+ * COLIBRI_READ_PIECE bytes. colibri_expert_pieces: how many;
+ * colibri_expert_piece: piece i as a window of its own (0, or -1 when there
+ * is no piece i); colibri_expert_read_piece: reads piece i into the slot at
+ * buf (*bytes: bytes read; 0, or -1 with err naming the file). Safe from
+ * several threads at once. */
+#define COLIBRI_READ_PIECE ((uint64_t)1 << 20)
+int32_t colibri_expert_pieces(const colibri_expert_layout *lay);
+int colibri_expert_piece(const colibri_expert_layout *lay, int32_t piece, colibri_expert_window *out);
+int colibri_expert_read_piece(colibri_expert_files *f, const colibri_model *m, const colibri_expert_layout *lay,
+                              int32_t piece, char *buf, uint64_t *bytes, char *err, size_t err_len);
 /* Advises the model's mappings for paging: random access without huge pages,
  * the experts' pages dropped from this process and the page cache, the
  * resident weights' pages read ahead. Best effort. */

@@ -454,7 +454,8 @@ typedef struct colibri_paging_sizes {
     uint64_t expert_bytes;     /* every routed expert's weights */
     uint64_t overhead_bytes;   /* a paged context's own tables and scratch, without its slots */
     int64_t n_experts;         /* routed experts over all MoE layers */
-    uint64_t read_bytes;       /* the largest single read: one expert's window of adjacent tensors */
+    uint64_t read_bytes;       /* the largest single read: a piece (at most 1 MiB) of an expert's window
+                                  of adjacent tensors */
 } colibri_paging_sizes;
 
 /* Fills *sizes for paging m with contexts of up to n_batch tokens per step. */
