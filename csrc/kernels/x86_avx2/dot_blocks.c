@@ -161,9 +161,3 @@ COLIBRI_AVX2_BLOCK_DOT_ROWS(q6_k)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_nl)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_xs)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(mxfp4)
-
-/* The IQ4 types' multi-token kernels: dot_rows per token over row tiles that stay in L2 (the
- * others': gemm_blocks.c's panel, whose biased products their |q| <= 127 would saturate). */
-#define COLIBRI_AVX2_BLOCK_GEMM(T) COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_##T##_avx2, colibri_dot_rows_##T##_avx2)
-COLIBRI_AVX2_BLOCK_GEMM(iq4_nl)
-COLIBRI_AVX2_BLOCK_GEMM(iq4_xs)
