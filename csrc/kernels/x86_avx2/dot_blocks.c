@@ -15,7 +15,7 @@
  * groups in order. The 256-element types unpack a super-block's scales once
  * for the 4 rows (blocks_unpack.h's per-half tables).
  */
-#include "blocks_unpack.h"
+#include "blocks_quants.h"
 #include "../isa.h"
 
 /* [half 0: r0..r3 | half 1: r0..r3] from the 4 rows' int32 vectors (lanes 0-3: half 0). */
@@ -57,50 +57,6 @@ static inline __attribute__((always_inline)) __m128 colibri_group_step(
         v = _mm_sub_ps(v, _mm_mul_ps(_mm_cvtepi32_ps(msum), _mm_mul_ps(DM4, da)));
     }
     return _mm_add_ps(acc, v);
-}
-
-/* ---- quants of group s (0..7) of a 256-element block, as 32 bytes (u, or kv for IQ4_XS) ---- */
-
-static inline __m256i colibri_load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-static inline __m256i colibri_bits_at(__m256i v, int shift, int mask) {
-    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
-}
-
-static inline __m256i colibri_q2_k_quants(const colibri_block_q2_k *b, int s) {
-    return colibri_bits_at(colibri_load32(b->qs + 32 * (s / 4)), 2 * (s % 4), 0x03);
-}
-
-static inline __m256i colibri_q3_k_quants(const colibri_block_q3_k *b, int s) {
-    __m256i hi = _mm256_slli_epi16(colibri_bits_at(colibri_load32(b->hmask), s, 0x01), 2);
-    return _mm256_or_si256(colibri_bits_at(colibri_load32(b->qs + 32 * (s / 4)), 2 * (s % 4), 0x03), hi);
-}
-
-static inline __m256i colibri_q4_k_quants(const colibri_block_q4_k *b, int s) {
-    return colibri_bits_at(colibri_load32(b->qs + 32 * (s / 2)), 4 * (s % 2), 0x0f);
-}
-
-static inline __m256i colibri_q5_k_quants(const colibri_block_q5_k *b, int s) {
-    __m256i hi = _mm256_slli_epi16(colibri_bits_at(colibri_load32(b->qh), s, 0x01), 4);
-    return _mm256_or_si256(colibri_bits_at(colibri_load32(b->qs + 32 * (s / 2)), 4 * (s % 2), 0x0f), hi);
-}
-
-static inline __m256i colibri_q6_k_quants(const colibri_block_q6_k *b, int s) {
-    __m256i lo = colibri_bits_at(colibri_load32(b->ql + 64 * (s / 4) + 32 * (s % 2)), 4 * ((s % 4) / 2), 0x0f);
-    __m256i hi = colibri_bits_at(colibri_load32(b->qh + 32 * (s / 4)), 2 * (s % 4), 0x03);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-}
-
-/* 16 bytes of nibbles (element j < 16 low nibble of qs[j], j + 16 high) as 32 bytes. */
-static inline __m256i colibri_nibbles32(const uint8_t *qs) {
-    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
-}
-
-static inline __m256i colibri_iq4_xs_quants(const colibri_block_iq4_xs *b, int s) {
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_IQ4_I8)),
-                               colibri_nibbles32(b->qs + 16 * s));
 }
 
 /* The 4 rows' per-half scales / mins of a super-block: [p] 16 bytes of halves 4p..4p+3,
@@ -163,22 +119,6 @@ COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_
 
 /* ---- the 32-element types: one block per step ------------------------------------------------- */
 
-/* Q5_0 / Q5_1's bit 4: bit j of the little-endian qh as 0x10 in byte j. */
-static inline __m256i colibri_q5_high32(const uint8_t qh[4]) {
-    __m256i v = _mm256_set1_epi32((int)colibri_u32_at(qh));
-    v = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
-                                                 3, 3, 3, 3, 3, 3, 3, 3));
-    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
-}
-
-#define COLIBRI_Q5_QUANTS(b) _mm256_or_si256(colibri_nibbles32((b)->qs), colibri_q5_high32((b)->qh))
-#define COLIBRI_IQ4_NL_QUANTS(b) \
-    _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_IQ4_I8)), colibri_nibbles32((b)->qs))
-#define COLIBRI_MXFP4_U16 16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4   /* fp4 + 16 */
-#define COLIBRI_MXFP4_QUANTS(b) \
-    _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_setr_epi8(COLIBRI_MXFP4_U16)), colibri_nibbles32((b)->qs))
-
 #define COLIBRI_F16_4(AT) colibri_f16x4_at(&w0[b], &w1[b], &w2[b], &w3[b], AT)
 #define COLIBRI_E8M0_4 colibri_e8m0_half4(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
 #define COLIBRI_NEG_M_4 _mm_xor_ps(COLIBRI_F16_4(2), _mm_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
@@ -207,7 +147,7 @@ COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_1_avx2, colibri_block_q5_1, COLIBRI_Q5_Q
                         COLIBRI_F16_4(0), 1, COLIBRI_NEG_M_4)
 COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_iq4_nl_avx2, colibri_block_iq4_nl, COLIBRI_IQ4_NL_QUANTS, COLIBRI_SIGNED, 0,
                         COLIBRI_F16_4(0), 0, _mm_setzero_ps())
-COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_mxfp4_avx2, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS, COLIBRI_UNSIGNED, 16,
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_mxfp4_avx2, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS, COLIBRI_UNSIGNED, COLIBRI_C_MXFP4_U16,
                         COLIBRI_E8M0_4, 0, _mm_setzero_ps())
 
 #define COLIBRI_AVX2_BLOCK_DOT_ROWS(T) COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##T##_avx2, colibri_dot4_##T##_avx2)
@@ -221,16 +161,3 @@ COLIBRI_AVX2_BLOCK_DOT_ROWS(q6_k)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_nl)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_xs)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(mxfp4)
-
-/* The multi-token kernels: dot_rows per token over row tiles that stay in L2. */
-#define COLIBRI_AVX2_BLOCK_GEMM(T) COLIBRI_GEMM_EACH_DEFINE(void colibri_gemm_##T##_avx2, colibri_dot_rows_##T##_avx2)
-COLIBRI_AVX2_BLOCK_GEMM(q5_0)
-COLIBRI_AVX2_BLOCK_GEMM(q5_1)
-COLIBRI_AVX2_BLOCK_GEMM(q2_k)
-COLIBRI_AVX2_BLOCK_GEMM(q3_k)
-COLIBRI_AVX2_BLOCK_GEMM(q4_k)
-COLIBRI_AVX2_BLOCK_GEMM(q5_k)
-COLIBRI_AVX2_BLOCK_GEMM(q6_k)
-COLIBRI_AVX2_BLOCK_GEMM(iq4_nl)
-COLIBRI_AVX2_BLOCK_GEMM(iq4_xs)
-COLIBRI_AVX2_BLOCK_GEMM(mxfp4)

@@ -1,0 +1,235 @@
+/*
+ * x86_avx2/gemm_blocks.c — the multi-token kernels (gemm) of the types of
+ * quant_blocks.h with AVX2 (also the AVX-VNNI table's): 8 weight rows in the
+ * lanes, 4 tokens at a time, as gemm_panel.h does for Q8_0 / Q4_0 / Q4_1.
+ *
+ * For 8 weight rows and a chunk of groups (32 elements each), the rows'
+ * signed quants q are unpacked and transposed once into a panel whose vector
+ * (group g, word k) holds bytes 4k..4k+3 of group g of the 8 rows, beside
+ * per row: the integer scales S_h as int16 pairs, the mins M_h as an int16
+ * pair, the correction 128 · (S_0 Q_0 + S_1 Q_1) (Q_h the half's quant sum)
+ * and the block scales (colibri_group_scales; exact). The tokens' activation
+ * bytes are stored biased, b = a + 128 (unsigned), so vpmaddubsw(b, q) takes
+ * them against the signed quants and the bias is a per-row constant:
+ *   sum_j q_j a_j = sum_j q_j b_j - 128 Q_h.
+ * Per token and half, the words' int16 pair sums are added while no sum can
+ * pass 32767 (WORDS words: |pair| <= 2 · 255 · max|q|), then vpmaddwd with
+ * the S_h pairs gives S_h times them in int32, so
+ *   isum = S_0 h_0 + S_1 h_1 - 128 (S_0 Q_0 + S_1 Q_1)       exactly
+ *   msum = M_0 A_0 + M_1 A_1                                   (vpmaddwd with the A_h pair)
+ * and the reference's float step runs lane by lane, groups in order:
+ *   acc += (float)isum * (D * d_a) [ - (float)msum * (DMIN * d_a) ]
+ * so every y[t, r] is bitwise quant_dot_blocks.c's dot. The IQ4 tables (|q|
+ * up to 127) would saturate the biased pairs: they multiply |q| by sign(q)·a
+ * over the unbiased bytes instead (one more operation a word, no correction,
+ * every word widened). Between chunks a row's running sums rest in y.
+ * Rows past the last real one repeat it, tokens past the last one repeat it;
+ * their results are dropped.
+ */
+#include "blocks_quants.h"
+#include "gemm_panel.h"
+
+#define COLIBRI_GB_GROUPS COLIBRI_PANEL_BLOCKS   /* groups per chunk (32): an 8 KiB panel of quants */
+
+typedef struct colibri_group_panel8 {
+    __m256i q[COLIBRI_GB_GROUPS][8];   /* q: [group, word] 8 rows' 4 signed quants */
+    __m256i qa[COLIBRI_GB_GROUPS][8];  /* qa: [group, word] their absolute values (SIGNED types) */
+    __m256i s[COLIBRI_GB_GROUPS][2];   /* s: [group, half] 8 rows' S_h as two equal int16 */
+    __m256i m[COLIBRI_GB_GROUPS];      /* m: [group] 8 rows' (M_0, M_1) as int16 */
+    __m256i corr[COLIBRI_GB_GROUPS];   /* corr: [group] 8 rows' 128 (S_0 Q_0 + S_1 Q_1) */
+    __m256 d[COLIBRI_GB_GROUPS];       /* d: [group] 8 rows' D */
+    __m256 dm[COLIBRI_GB_GROUPS];      /* dm: [group] 8 rows' DMIN */
+} colibri_group_panel8;
+
+typedef struct colibri_group_tokens {
+    uint8_t b[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS][32];   /* b: [group, token, element] a + 128 (SIGNED: a) */
+    float d[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS];         /* d: [group, token] activation scales */
+    int32_t a[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS];       /* a: [group, token] (A_0, A_1) as int16 */
+} colibri_group_tokens;
+
+/* The Q8_S side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng).
+ * Inline on purpose: as a plain static function GCC 12.2 (-O1 and up; its IPA mod/ref
+ * analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped every call to it. */
+static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const char *x, int64_t x_stride, int64_t t0,
+                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased) {
+    __m256i flip = _mm256_set1_epi8(biased ? (char)0x80 : 0);
+    for (int64_t j = 0; j < nt; j++) {
+        const colibri_block_q8_s *row = (const colibri_block_q8_s *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
+        for (int64_t g = 0; g < ng; g++) {
+            const colibri_block_q8_s *blk = &row[g0 + g];
+            __m256i qs = _mm256_loadu_si256((const __m256i *)blk->qs);
+            _mm256_storeu_si256((__m256i *)side->b[g][j], _mm256_xor_si256(qs, flip));
+            side->d[g][j] = blk->d;
+            side->a[g][j] = (int32_t)((uint32_t)(uint16_t)blk->sum[0] | (uint32_t)(uint16_t)blk->sum[1] << 16);
+        }
+    }
+}
+
+/* Lane r of the int16-pair vector: (lo[r], hi[r]). */
+static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) {
+    __m256i l = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)lo), _mm256_set1_epi32(0xffff));
+    return _mm256_or_si256(l, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)hi), 16));
+}
+
+/* Group g of the panel from the rows' group g (row_at[r]: row r at group g0; gq: the group
+ * index inside the row) — quants unpacked by UNPACK(row, gq) to unsigned u, q = u - c. */
+#define COLIBRI_GB_FILL_GROUP(p, g, row_at, gq, UNPACK, GROUP_SCALES, c, SIGNED)                                          \
+    do {                                                                                                          \
+        uint8_t q8[COLIBRI_P8_ROWS][32];   /* q8: [row] the group's signed quants */                              \
+        const char *qrow[COLIBRI_P8_ROWS];                                                                        \
+        int32_t sc0[8], sc1[8], m0[8], m1[8];   /* [row] */                                                        \
+        float d8[8], dm8[8];                    /* [row] */                                                        \
+        for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                                               \
+            __m256i u = UNPACK((row_at)[r], (gq));                                                                \
+            _mm256_storeu_si256((__m256i *)q8[r], _mm256_sub_epi8(u, _mm256_set1_epi8((char)(c))));               \
+            qrow[r] = (const char *)q8[r];                                                                        \
+            colibri_group_scales gs;                                                                              \
+            GROUP_SCALES((row_at)[r], (gq), &gs);                                                                 \
+            sc0[r] = gs.sc[0], sc1[r] = gs.sc[1], m0[r] = gs.m[0], m1[r] = gs.m[1];                               \
+            d8[r] = gs.d, dm8[r] = gs.dmin;                                                                       \
+        }                                                                                                         \
+        colibri_p8_transpose(qrow, 0, (p)->q[g]);                                                                 \
+        colibri_p8_transpose(qrow, 16, (p)->q[g] + 4);                                                            \
+        __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1), qsum[2];                                \
+        for (int h = 0; h < 2; h++) {                                                                             \
+            qsum[h] = _mm256_setzero_si256();                                                                     \
+            for (int k = 4 * h; k < 4 * h + 4; k++) {                                                             \
+                qsum[h] = _mm256_add_epi32(qsum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(one8, (p)->q[g][k]), one16)); \
+            }                                                                                                     \
+        }                                                                                                         \
+        (p)->s[g][0] = colibri_pairs16(sc0, sc0);                                                                 \
+        (p)->s[g][1] = colibri_pairs16(sc1, sc1);                                                                 \
+        (p)->m[g] = colibri_pairs16(m0, m1);                                                                      \
+        __m256i sq = _mm256_add_epi32(_mm256_mullo_epi32(qsum[0], _mm256_loadu_si256((const __m256i *)sc0)),     \
+                                      _mm256_mullo_epi32(qsum[1], _mm256_loadu_si256((const __m256i *)sc1)));    \
+        (p)->corr[g] = SIGNED ? _mm256_setzero_si256() : _mm256_slli_epi32(sq, 7);                               \
+        if (SIGNED) {                                                                                             \
+            for (int k = 0; k < 8; k++) (p)->qa[g][k] = _mm256_abs_epi8((p)->q[g][k]);                           \
+        }                                                                                                         \
+        (p)->d[g] = _mm256_loadu_ps(d8);                                                                          \
+        (p)->dm[g] = _mm256_loadu_ps(dm8);                                                                        \
+    } while (0)
+
+/* A token's int32 sums, lane r: S_0 h_0 + S_1 h_1 over the biased bytes (b: the token's 32
+ * biased activation bytes of the group), WORDS words added in int16 before each widening;
+ * SIGNED: |q| times sign(q)·a over the unbiased bytes instead (qa: the |q|). */
+static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m256i q[8], const __m256i qa[8],
+                                                                     const __m256i s[2], const uint8_t *b,
+                                                                     const int words, const int is_signed) {
+    __m256i isum = _mm256_setzero_si256();
+    COLIBRI_P8_UNROLL
+    for (int k0 = 0; k0 < 8; k0 += words) {
+        __m256i pairs = _mm256_setzero_si256();
+        COLIBRI_P8_UNROLL
+        for (int k = k0; k < k0 + words; k++) {
+            int32_t word;
+            memcpy(&word, b + 4 * k, sizeof word);
+            __m256i prod = is_signed ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
+                                     : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
+            pairs = _mm256_add_epi16(pairs, prod);
+            COLIBRI_IN_REGISTER(pairs);
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, s[k0 / 4]));
+        COLIBRI_IN_REGISTER(isum);
+    }
+    return isum;
+}
+
+/* DECL: the gemm's storage class, type and name for the type of WBLOCK: UNPACK(row, g) its
+ * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2 or 4) the words
+ * added in int16, HAS_M whether it has mins, SIGNED whether it takes the |q| form. Same
+ * contract as colibri_gemm_fn. */
+#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED)                             \
+    DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
+         float *y, int64_t y_stride) {                                                                            \
+        colibri_group_panel8 panel;                                                                               \
+        colibri_group_tokens side;                                                                                \
+        int64_t n_groups = n / COLIBRI_QK;                                                                        \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                            \
+            int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;                   \
+            int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                          \
+            for (int64_t g0 = 0; g0 < n_groups; g0 += COLIBRI_GB_GROUPS) {                                        \
+                int64_t ng = n_groups - g0 < COLIBRI_GB_GROUPS ? n_groups - g0 : COLIBRI_GB_GROUPS;               \
+                colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng, !(SIGNED));      \
+                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                          \
+                    int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                       \
+                    const char *row_at[COLIBRI_P8_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
+                    for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                                   \
+                        row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                    \
+                    }                                                                                             \
+                    for (int64_t g = 0; g < ng; g++) {                                                            \
+                        COLIBRI_GB_FILL_GROUP(&panel, g, row_at, g0 + g, UNPACK, GROUP_SCALES, C, SIGNED);        \
+                    }                                                                                             \
+                    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                 \
+                                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                 \
+                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                        \
+                        __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                    \
+                        COLIBRI_P8_UNROLL                                                                         \
+                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                               \
+                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                      \
+                            acc[j] = g0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
+                        }                                                                                         \
+                        for (int64_t g = 0; g < ng; g++) {                                                        \
+                            COLIBRI_P8_UNROLL                                                                     \
+                            for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                           \
+                                __m256i isum = _mm256_sub_epi32(                                                  \
+                                    colibri_gb_isum(panel.q[g], panel.qa[g], panel.s[g], side.b[g][j0 + j], WORDS, SIGNED), \
+                                    panel.corr[g]);                                                               \
+                                __m256 da = _mm256_set1_ps(side.d[g][j0 + j]);                                    \
+                                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[g], da)); \
+                                if (HAS_M) {                                                                      \
+                                    __m256i msum = _mm256_madd_epi16(panel.m[g], _mm256_set1_epi32(side.a[g][j0 + j])); \
+                                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[g], da))); \
+                                }                                                                                 \
+                                acc[j] = _mm256_add_ps(acc[j], v);                                                \
+                            }                                                                                     \
+                        }                                                                                         \
+                        COLIBRI_P8_UNROLL                                                                         \
+                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                               \
+                            if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                        }                                                                                         \
+                    }                                                                                             \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+
+/* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)
+ * or of the 32-element one (block g). */
+#define COLIBRI_GB_UNPACK_K(T)                                                              \
+    static inline __m256i colibri_gb_##T(const char *row, int64_t g) {                      \
+        return colibri_##T##_quants((const colibri_block_##T *)row + g / 8, (int)(g % 8)); \
+    }
+#define COLIBRI_GB_UNPACK_32(T, QUANTS)                                    \
+    static inline __m256i colibri_gb_##T(const char *row, int64_t g) {     \
+        return QUANTS((const colibri_block_##T *)row + g);                 \
+    }
+COLIBRI_GB_UNPACK_K(q2_k)
+COLIBRI_GB_UNPACK_K(q3_k)
+COLIBRI_GB_UNPACK_K(q4_k)
+COLIBRI_GB_UNPACK_K(q5_k)
+COLIBRI_GB_UNPACK_K(q6_k)
+COLIBRI_GB_UNPACK_32(q5_0, COLIBRI_Q5_QUANTS)
+COLIBRI_GB_UNPACK_32(q5_1, COLIBRI_Q5_QUANTS)
+COLIBRI_GB_UNPACK_32(mxfp4, COLIBRI_MXFP4_QUANTS)
+COLIBRI_GB_UNPACK_32(iq4_nl, COLIBRI_IQ4_NL_QUANTS)
+static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the signed values themselves */
+    return colibri_iq4_xs_quants((const colibri_block_iq4_xs *)row + g / 8, (int)(g % 8));
+}
+
+/* T, its offset C, the words its pairs can add in int16 (2 · 255 · max|q| per pair: Q5_K, Q6_K
+ * and Q5_1 reach 16320, the others at most 8160; the IQ4 tables' 2 · 127 · 127 = 32258 one word
+ * only), whether it has mins and whether it takes the |q| form (the IQ4 tables: |q| <= 127). */
+#define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED)                                                             \
+    COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
+                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED)
+COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, 0)
+COLIBRI_GB_GEMM(q3_k, COLIBRI_C_Q3_K, 4, 0, 0)
+COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 4, 1, 0)
+COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 2, 1, 0)
+COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, 0)
+COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, 0)
+COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, 0)
+COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, 0)
+COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, 1)
+COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, 1)
