@@ -57,6 +57,8 @@
         colibri_softmax_avx2,                                                   \
         colibri_silu_mul_avx2,                                                  \
         .gemm_from = {0}, /* every type: COLIBRI_GEMM_FROM_DEFAULT */           \
+        .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),         \
+        .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2), \
     };
 
 #endif /* COLIBRI_AVX2_TABLE_H */
