@@ -313,6 +313,7 @@ COLIBRI_DECLARE_BLOCK_GEMM(avx2)
     COLIBRI_DECLARE_EXACT(q6_k, ISA) COLIBRI_DECLARE_EXACT(iq4_nl, ISA) COLIBRI_DECLARE_EXACT(iq4_xs, ISA) \
     COLIBRI_DECLARE_EXACT(mxfp4, ISA)
 COLIBRI_DECLARE_EXACT_ALL(avx2)
+COLIBRI_DECLARE_EXACT_ALL(neon)   /* arm_neon/exact.c, shared by the neon and neon_dotprod tables */
 /* The exact-mode entries of a table, by dtype, from the kernels named *_ISA. */
 #define COLIBRI_EXACT_ENTRIES(PREFIX, ISA)                                                   \
     {                                                                                        \
