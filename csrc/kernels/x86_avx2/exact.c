@@ -46,26 +46,17 @@ typedef struct colibri_exact_scales {
 /* The scale entry of half h (0, 1) of group s: HALVES 2 by half, 1 by group, 0 one. */
 #define COLIBRI_EXACT_AT(HALVES, s, h) ((HALVES) == 2 ? 2 * (s) + (h) : (HALVES) == 1 ? (s) : 0)
 
-/* v[k] = elements 8k..8k+7 of the group: (float)q * d_half [-/+ m_half]. */
-static inline __attribute__((always_inline)) void colibri_exact_values(__m256i q, const colibri_exact_scales *sc,
-                                                                       int lo_at, int hi_at, const int mode,
-                                                                       __m256 v[4]) {
-    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    __m256 d0 = _mm256_set1_ps(sc->d[lo_at]), d1 = _mm256_set1_ps(sc->d[hi_at]);
-    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d0);
-    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d0);
-    v[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d1);
-    v[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d1);
-    if (mode != COLIBRI_EXACT_SCALE) {
-        __m256 m0 = _mm256_set1_ps(sc->m[lo_at]), m1 = _mm256_set1_ps(sc->m[hi_at]);
-        if (mode == COLIBRI_EXACT_SUB_MIN) {
-            v[0] = _mm256_sub_ps(v[0], m0), v[1] = _mm256_sub_ps(v[1], m0);
-            v[2] = _mm256_sub_ps(v[2], m1), v[3] = _mm256_sub_ps(v[3], m1);
-        } else {
-            v[0] = _mm256_add_ps(v[0], m0), v[1] = _mm256_add_ps(v[1], m0);
-            v[2] = _mm256_add_ps(v[2], m1), v[3] = _mm256_add_ps(v[3], m1);
-        }
-    }
+/* Elements 8k..8k+7 (k constant) of the group whose quants are q: (float)q * d[at]
+ * [-/+ m[at]], at the scale entry of their half. */
+static inline __attribute__((always_inline)) __m256 colibri_exact_chunk(__m256i q, const int k,
+                                                                        const colibri_exact_scales *sc, int at,
+                                                                        const int mode) {
+    __m128i half = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    if (k % 2) half = _mm_srli_si128(half, 8);   /* a byte shift takes an immediate: k is one */
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(half)), _mm256_broadcast_ss(&sc->d[at]));
+    if (mode == COLIBRI_EXACT_SUB_MIN) v = _mm256_sub_ps(v, _mm256_broadcast_ss(&sc->m[at]));
+    if (mode == COLIBRI_EXACT_ADD_MIN) v = _mm256_add_ps(v, _mm256_broadcast_ss(&sc->m[at]));
+    return v;
 }
 
 /* out[0..7] = (float)s8[k] * d for the 8 low signed bytes of s8 (one product each). */
@@ -139,13 +130,16 @@ static inline void colibri_exact_iq4_xs_scales(const colibri_block_iq4_xs *b, co
 
 /* ---- the kernels ------------------------------------------------------------------------- */
 
-/* acc += the 4 value vectors v times x's 4 vectors, in element order. */
-#define COLIBRI_EXACT_MAC(acc, v, xv)                                                    \
-    do {                                                                                 \
-        (acc) = _mm256_add_ps((acc), _mm256_mul_ps((v)[0], (xv)[0]));                    \
-        (acc) = _mm256_add_ps((acc), _mm256_mul_ps((v)[1], (xv)[1]));                    \
-        (acc) = _mm256_add_ps((acc), _mm256_mul_ps((v)[2], (xv)[2]));                    \
-        (acc) = _mm256_add_ps((acc), _mm256_mul_ps((v)[3], (xv)[3]));                    \
+/* Chunk k (elements 8k..8k+7, scale entry at) of the group, for the 4 rows (q0..q3, sc0..sc3,
+ * acc0..acc3, xg in scope): each row's values times x's, added to its accumulator. Chunk
+ * by chunk, so that few vectors are live; each row still takes its chunks in element order. */
+#define COLIBRI_EXACT_STEP(k, at, MODE)                                                                \
+    do {                                                                                           \
+        __m256 xk = _mm256_loadu_ps(xg + 8 * (k));                                                 \
+        acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(colibri_exact_chunk(q0, (k), &sc0, (at), MODE), xk)); \
+        acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(colibri_exact_chunk(q1, (k), &sc1, (at), MODE), xk)); \
+        acc2 = _mm256_add_ps(acc2, _mm256_mul_ps(colibri_exact_chunk(q2, (k), &sc2, (at), MODE), xk)); \
+        acc3 = _mm256_add_ps(acc3, _mm256_mul_ps(colibri_exact_chunk(q3, (k), &sc3, (at), MODE), xk)); \
     } while (0)
 
 /* colibri_dequantize_T_avx2 and colibri_dot_rows_exact_T_avx2 of the type WBLOCK of ELEMS
@@ -158,11 +152,13 @@ static inline void colibri_exact_iq4_xs_scales(const colibri_block_iq4_xs *b, co
             SCALES(&blk[i], &sc);                                                                               \
             _Pragma("GCC unroll 8")   /* constant s: shifts and table offsets */                                \
             for (int s = 0; s < (ELEMS) / 32; s++) {                                                            \
-                __m256 v[4];                                                                                    \
-                colibri_exact_values(QUANTS(&blk[i], s), &sc, COLIBRI_EXACT_AT(HALVES, s, 0),                   \
-                                     COLIBRI_EXACT_AT(HALVES, s, 1), MODE, v);                                  \
+                __m256i q = QUANTS(&blk[i], s);                                                                 \
+                int lo = COLIBRI_EXACT_AT(HALVES, s, 0), hi = COLIBRI_EXACT_AT(HALVES, s, 1);                   \
                 float *yg = y + i * (ELEMS) + 32 * s;   /* yg: [32] */                                         \
-                for (int k = 0; k < 4; k++) _mm256_storeu_ps(yg + 8 * k, v[k]);                                 \
+                _mm256_storeu_ps(yg, colibri_exact_chunk(q, 0, &sc, lo, MODE));                                 \
+                _mm256_storeu_ps(yg + 8, colibri_exact_chunk(q, 1, &sc, lo, MODE));                             \
+                _mm256_storeu_ps(yg + 16, colibri_exact_chunk(q, 2, &sc, hi, MODE));                            \
+                _mm256_storeu_ps(yg + 24, colibri_exact_chunk(q, 3, &sc, hi, MODE));                            \
             }                                                                                                   \
         }                                                                                                       \
     }                                                                                                           \
@@ -182,18 +178,13 @@ static inline void colibri_exact_iq4_xs_scales(const colibri_block_iq4_xs *b, co
             _Pragma("GCC unroll 8")                                                                             \
             for (int s = 0; s < (ELEMS) / 32; s++) {                                                            \
                 const float *xg = x + i * (ELEMS) + 32 * s;   /* xg: [32] */                                   \
-                __m256 xv4[4] = {_mm256_loadu_ps(xg), _mm256_loadu_ps(xg + 8), _mm256_loadu_ps(xg + 16),        \
-                                 _mm256_loadu_ps(xg + 24)};                                                     \
                 int lo = COLIBRI_EXACT_AT(HALVES, s, 0), hi = COLIBRI_EXACT_AT(HALVES, s, 1);                   \
-                __m256 v[4];                                                                                    \
-                colibri_exact_values(QUANTS(&w0[i], s), &sc0, lo, hi, MODE, v);                                 \
-                COLIBRI_EXACT_MAC(acc0, v, xv4);                                                                \
-                colibri_exact_values(QUANTS(&w1[i], s), &sc1, lo, hi, MODE, v);                                 \
-                COLIBRI_EXACT_MAC(acc1, v, xv4);                                                                \
-                colibri_exact_values(QUANTS(&w2[i], s), &sc2, lo, hi, MODE, v);                                 \
-                COLIBRI_EXACT_MAC(acc2, v, xv4);                                                                \
-                colibri_exact_values(QUANTS(&w3[i], s), &sc3, lo, hi, MODE, v);                                 \
-                COLIBRI_EXACT_MAC(acc3, v, xv4);                                                                \
+                __m256i q0 = QUANTS(&w0[i], s), q1 = QUANTS(&w1[i], s);                                         \
+                __m256i q2 = QUANTS(&w2[i], s), q3 = QUANTS(&w3[i], s);                                         \
+                COLIBRI_EXACT_STEP(0, lo, MODE);                                                                 \
+                COLIBRI_EXACT_STEP(1, lo, MODE);                                                                 \
+                COLIBRI_EXACT_STEP(2, hi, MODE);                                                                 \
+                COLIBRI_EXACT_STEP(3, hi, MODE);                                                                 \
             }                                                                                                   \
         }                                                                                                       \
         colibri_combine4_avx2(acc0, acc1, acc2, acc3, out);                                                     \
