@@ -8,8 +8,10 @@
  * neither the thread count nor the number of tokens changes any element's
  * value. For block-type weights each activation row is first quantized on its
  * own (per block, independent of the other rows), so that holds for them too.
- * Exact mode (ctx->exact) skips that quantization: each thread dequantizes its
- * block-type rows into its own scratch and runs the F32 kernels on them.
+ * Exact mode (ctx->exact) skips that quantization: for one token the ISA's
+ * dot_rows_exact dequantizes each block-type row in registers as it dots it; for
+ * several, each thread dequantizes its rows into its own scratch and runs the F32
+ * gemm on them; either way bitwise the F32 dot of the dequantized row.
  *
  * How a run is split (docs/KERNELS.md, "Splitting the work"): each job is
  * cut into units of a row group (4 rows for one token, where the row kernel
