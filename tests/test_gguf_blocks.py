@@ -4,7 +4,9 @@ reading the same file in f32 (its GGUF loader dequantizes with the gguf package)
 
 A tiny Qwen3-MoE whose every matrix is whole 256-element blocks (conftest.WIDE_MODELS).
   precision="exact" (f32 activations): the dequantized model, so max |Δ| <= 1e-4 × max |logit|
-      (measured <= 2.2e-6 on every type and the mixed file), bitwise the same on 1 and 2 threads;
+      (measured <= 2.2e-6 on every type and the mixed file), bitwise the same on 1 and 2 threads,
+      and its single-token decode steps (the ISA's fused dot_rows_exact) bitwise its prefill's
+      logits for the same positions (dequantize + the F32 gemm);
   the default (activations quantized per block of 32): that rounding moves the logits of this
       random model, whose routing flips at near-ties, so the measure is the argmax agreement
       (>= 85% of positions; measured 88-100%) and the median over positions of max |Δ| /
@@ -80,6 +82,11 @@ def _check_against(tiny, path, ids, want_types) -> None:
     with colibri.load(path, threads=2, precision="exact") as m:
         assert {ref.dtype for _, ref in m.weights} == want_types
         exact = m.logits(ids)
+        # decode steps (the fused dot_rows_exact) against the prefill's rows (dequantize + F32 gemm)
+        n = len(ids) - 4
+        m.forward(ids[:n], list(range(n)), [0] * n)
+        steps = np.concatenate([m.forward([ids[p]], [p], [0]) for p in range(n, len(ids))])
+        assert steps.tobytes() == exact[n:].tobytes()
     with colibri.load(path, threads=1, precision="exact") as m:
         assert np.array_equal(m.logits(ids), exact)
     assert np.abs(exact - want).max() <= 1e-4 * np.abs(want).max(), np.abs(exact - want).max() / np.abs(want).max()

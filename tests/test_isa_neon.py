@@ -2,8 +2,8 @@
 and run under qemu user-mode emulation on a CPU with the extension and one without:
 tests/c/test_isa.c (every weight dtype bitwise equal to the scalar reference on odd shapes,
 decode and gemm, integer parts exact, quantized NMSE <= 5e-4; the types of quant_blocks.h also
-on random and edge-case blocks) with the kernel layer built as an ARM build of libcolibri
-builds it. Every weight dtype must have the ARM tables' own kernels (none left to the scalar
+on random and edge-case blocks; exact mode's dequantize and fused dot of every block type) with
+the kernel layer built as an ARM build of libcolibri builds it. Every weight dtype must have the ARM tables' own kernels (none left to the scalar
 table's).
 
 Needs gcc-aarch64-linux-gnu and qemu-user (Debian packages); skipped, saying which is missing,
@@ -75,5 +75,8 @@ def test_neon_kernels_under_qemu(test_isa_aarch64, cpu, tables):
         for dtype in BLOCK_TYPES:
             edge = f"{isa} {dtype}: edge-case blocks (decode, gemm) bitwise the reference"
             assert any(line.startswith(edge) for line in lines), output
+        for dtype in DTYPES[3:]:   # exact mode's kernels (arm_neon/exact.c), every block type
+            exact = f"{isa} {dtype}: exact mode's dequantize and dot bitwise the reference"
+            assert any(line.startswith(exact) for line in lines), output
     passed, failed = (int(w) for w in output.strip().splitlines()[-1].split()[0:3:2])
     assert failed == 0 and passed > 1000 * len(tables), output

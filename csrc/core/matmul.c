@@ -8,8 +8,10 @@
  * neither the thread count nor the number of tokens changes any element's
  * value. For block-type weights each activation row is first quantized on its
  * own (per block, independent of the other rows), so that holds for them too.
- * Exact mode (ctx->exact) skips that quantization: each thread dequantizes its
- * block-type rows into its own scratch and runs the F32 kernels on them.
+ * Exact mode (ctx->exact) skips that quantization: for one token the ISA's
+ * dot_rows_exact dequantizes each block-type row in registers as it dots it; for
+ * several, each thread dequantizes its rows into its own scratch and runs the F32
+ * gemm on them; either way bitwise the F32 dot of the dequantized row.
  *
  * How a run is split (docs/KERNELS.md, "Splitting the work"): each job is
  * cut into units of a row group (4 rows for one token, where the row kernel
@@ -132,23 +134,26 @@ static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_r
     }
 }
 
-/* Exact mode's colibri_rows_run for a block-type w and f32 x rows: COLIBRI_EXACT_ROWS
- * rows at a time dequantized (the type's to_f32, bitwise colibri_dequantize) into wdeq
- * ([COLIBRI_EXACT_ROWS, cols], this thread's), then the F32 kernels, so each y[t, r] is
- * the F32 dot of dequantized row r with x[t]. */
+/* Exact mode's colibri_rows_run for a block-type w and f32 x rows: each y[t, r] is the F32
+ * dot of dequantized row r (the type's to_f32, bitwise colibri_dequantize) with x[t], in the
+ * F32 kernels' order. One token: the table's dot_rows_exact, which dequantizes each row
+ * group in registers as it dots it (isa.h); several: COLIBRI_EXACT_ROWS rows at a time
+ * dequantized by the table's dequantize into wdeq ([COLIBRI_EXACT_ROWS, cols], this
+ * thread's), then the F32 gemm, so the dequantization is paid once for every token. */
 static void colibri_rows_run_exact(const colibri_tensor *w, const char *x, int64_t x_row_bytes, int64_t n,
                                    int64_t r0, int64_t r1, float *y, int64_t y_stride, float *wdeq) {
     const colibri_isa_table *isa = colibri_isa_active();
-    const colibri_type_traits *type = colibri_type_traits_of(w->dtype);
     int64_t row_bytes = colibri_row_bytes(w->dtype, w->cols), f32_row = w->cols * (int64_t)sizeof(float);
+    const char *w_rows = (const char *)w->data + r0 * row_bytes;   /* w_rows: [r1 - r0] quantized rows */
+    if (n == 1) {
+        isa->dot_rows_exact[w->dtype](w_rows, row_bytes, x, w->cols, r1 - r0, &y[r0]);
+        return;
+    }
     for (int64_t r = r0; r < r1; r += COLIBRI_EXACT_ROWS) {
         int64_t k = r1 - r < COLIBRI_EXACT_ROWS ? r1 - r : COLIBRI_EXACT_ROWS;
-        for (int64_t i = 0; i < k; i++) type->to_f32((const char *)w->data + (r + i) * row_bytes, wdeq + i * w->cols, w->cols);
-        if (n == 1) {
-            isa->dot_rows[COLIBRI_DTYPE_F32](wdeq, f32_row, x, w->cols, k, &y[r]);
-        } else {
-            isa->gemm[COLIBRI_DTYPE_F32](wdeq, f32_row, x, x_row_bytes, w->cols, k, n, &y[r], y_stride);
-        }
+        /* rows are whole blocks, back to back: k rows are one run of k * cols values */
+        isa->dequantize[w->dtype]((const char *)w->data + r * row_bytes, wdeq, k * w->cols);
+        isa->gemm[COLIBRI_DTYPE_F32](wdeq, f32_row, x, x_row_bytes, w->cols, k, n, &y[r], y_stride);
     }
 }
 

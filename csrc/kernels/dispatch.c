@@ -42,6 +42,47 @@ COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q8_0, colibri_dot_rows_q8_0)
 COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q4_0, colibri_dot_rows_q4_0)
 COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_q4_1, colibri_dot_rows_q4_1)
 
+/* Exact mode's reference (isa.h's dot_rows_exact): each row's colibri_dot_f32 with the row
+ * dequantized a block at a time into buf (the dot's 8 partial sums run through the row in
+ * order, so taking its values block by block changes no operation). */
+static void colibri_dot_rows_exact_ref(int32_t dtype, const void *w, int64_t w_stride, const void *xv, int64_t n,
+                                       int64_t rows, float *y) {
+    const colibri_type_traits *t = colibri_type_traits_of(dtype);
+    const float *x = (const float *)xv;   /* x: [n] */
+    float buf[COLIBRI_QK_K];              /* buf: [block_elems] one block's values */
+    for (int64_t r = 0; r < rows; r++) {
+        const char *row = (const char *)w + r * w_stride;
+        float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, tail = 0.0f;
+        for (int64_t b = 0; b < n / t->block_elems; b++) {
+            t->to_f32(row + b * t->block_bytes, buf, t->block_elems);
+            const float *xb = x + b * t->block_elems;
+            for (int64_t i = 0; i < t->block_elems; i += 8) {
+                for (int j = 0; j < 8; j++) acc[j] += buf[i + j] * xb[i + j];
+            }
+        }
+        y[r] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) + tail;
+    }
+}
+
+#define COLIBRI_SCALAR_EXACT(T, DTYPE)                                                                     \
+    static void colibri_dot_rows_exact_##T##_scalar(const void *w, int64_t w_stride, const void *x, int64_t n, \
+                                                    int64_t rows, float *y) {                              \
+        colibri_dot_rows_exact_ref(DTYPE, w, w_stride, x, n, rows, y);                                     \
+    }
+COLIBRI_SCALAR_EXACT(q8_0, COLIBRI_DTYPE_Q8_0)
+COLIBRI_SCALAR_EXACT(q4_0, COLIBRI_DTYPE_Q4_0)
+COLIBRI_SCALAR_EXACT(q4_1, COLIBRI_DTYPE_Q4_1)
+COLIBRI_SCALAR_EXACT(q5_0, COLIBRI_DTYPE_Q5_0)
+COLIBRI_SCALAR_EXACT(q5_1, COLIBRI_DTYPE_Q5_1)
+COLIBRI_SCALAR_EXACT(q2_k, COLIBRI_DTYPE_Q2_K)
+COLIBRI_SCALAR_EXACT(q3_k, COLIBRI_DTYPE_Q3_K)
+COLIBRI_SCALAR_EXACT(q4_k, COLIBRI_DTYPE_Q4_K)
+COLIBRI_SCALAR_EXACT(q5_k, COLIBRI_DTYPE_Q5_K)
+COLIBRI_SCALAR_EXACT(q6_k, COLIBRI_DTYPE_Q6_K)
+COLIBRI_SCALAR_EXACT(iq4_nl, COLIBRI_DTYPE_IQ4_NL)
+COLIBRI_SCALAR_EXACT(iq4_xs, COLIBRI_DTYPE_IQ4_XS)
+COLIBRI_SCALAR_EXACT(mxfp4, COLIBRI_DTYPE_MXFP4)
+
 static int colibri_cpu_any(void) { return 1; }
 
 const colibri_isa_table colibri_isa_scalar = {
@@ -91,6 +132,22 @@ const colibri_isa_table colibri_isa_scalar = {
     colibri_softmax_apply,
     colibri_silu_mul,
     .gemm_from = {0},   /* every type: COLIBRI_GEMM_FROM_DEFAULT */
+    .dequantize = {
+        [COLIBRI_DTYPE_Q8_0] = colibri_dequantize_row_q8_0,
+        [COLIBRI_DTYPE_Q4_0] = colibri_dequantize_row_q4_0,
+        [COLIBRI_DTYPE_Q4_1] = colibri_dequantize_row_q4_1,
+        [COLIBRI_DTYPE_Q5_0] = colibri_dequantize_row_q5_0,
+        [COLIBRI_DTYPE_Q5_1] = colibri_dequantize_row_q5_1,
+        [COLIBRI_DTYPE_Q2_K] = colibri_dequantize_row_q2_k,
+        [COLIBRI_DTYPE_Q3_K] = colibri_dequantize_row_q3_k,
+        [COLIBRI_DTYPE_Q4_K] = colibri_dequantize_row_q4_k,
+        [COLIBRI_DTYPE_Q5_K] = colibri_dequantize_row_q5_k,
+        [COLIBRI_DTYPE_Q6_K] = colibri_dequantize_row_q6_k,
+        [COLIBRI_DTYPE_IQ4_NL] = colibri_dequantize_row_iq4_nl,
+        [COLIBRI_DTYPE_IQ4_XS] = colibri_dequantize_row_iq4_xs,
+        [COLIBRI_DTYPE_MXFP4] = colibri_dequantize_row_mxfp4,
+    },
+    .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, scalar),
 };
 
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {
@@ -137,6 +194,8 @@ static void colibri_isas_complete_fill(void) {
             if (!t->dot_rows[d]) t->dot_rows[d] = colibri_isa_scalar.dot_rows[d];
             if (!t->gemm[d]) t->gemm[d] = colibri_isa_scalar.gemm[d];
             if (!t->gemm_from[d]) t->gemm_from[d] = COLIBRI_GEMM_FROM_DEFAULT;
+            if (!t->dequantize[d]) t->dequantize[d] = colibri_isa_scalar.dequantize[d];
+            if (!t->dot_rows_exact[d]) t->dot_rows_exact[d] = colibri_isa_scalar.dot_rows_exact[d];
         }
     }
 }

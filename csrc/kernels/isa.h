@@ -45,6 +45,10 @@ typedef void (*colibri_gemm_fn)(const void *w, int64_t w_stride, const void *x, 
  * the reference quantizer of that block type (quant.h). */
 typedef void (*colibri_quantize_fn)(const float *x, void *dst, int64_t n);
 
+/* src: n elements of a block type (n a multiple of its block) → y: [n] f32, bitwise the
+ * type's scalar to_f32 (quant.h: colibri_dequantize, the gguf package's values). */
+typedef void (*colibri_dequantize_fn)(const void *src, float *y, int64_t n);
+
 /* colibri_weighted_sum_f32's / _f16's contract (kernels.h), bitwise its result. */
 typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restrict w, const void *restrict rows,
                                         int64_t stride, int32_t n, int64_t n_cols);
@@ -67,6 +71,13 @@ typedef struct colibri_isa_table {
      * token over the same cached rows (measured; 0: COLIBRI_GEMM_FROM_DEFAULT). Either
      * gives bitwise the same y, so this choice is speed only (matmul.c). */
     uint8_t gemm_from[COLIBRI_WEIGHT_TYPES];
+    /* Exact mode's kernels (matmul.c), by block colibri_dtype (NULL for the float types).
+     * dequantize: bitwise the type's to_f32. dot_rows_exact: a colibri_dot_rows_fn with
+     * f32 x whose y[r] is bitwise colibri_dot_f32(to_f32(W[r]), x) (kernels.h: 8 partial
+     * sums, blocks of 8 in order, combined pairwise, + the empty tail's 0), i.e. the F32
+     * dot_rows of the dequantized rows, each row dequantized on the fly, never stored. */
+    colibri_dequantize_fn dequantize[COLIBRI_WEIGHT_TYPES];
+    colibri_dot_rows_fn dot_rows_exact[COLIBRI_WEIGHT_TYPES];
 } colibri_isa_table;
 
 #define COLIBRI_GEMM_FROM_DEFAULT 4   /* where a table sets none: AVX2's Q4_0 with its earlier 4x4 gemm core
@@ -290,6 +301,30 @@ void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x
     COLIBRI_DECLARE_GEMM(mxfp4, ISA)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx2)
 COLIBRI_DECLARE_BLOCK_GEMM(avx2)
+/* exact mode's kernels (x86_avx2/exact.c), shared by the avx2, avx_vnni and avx512 tables */
+#define COLIBRI_DECLARE_EXACT(T, ISA)                                                        \
+    void colibri_dequantize_##T##_##ISA(const void *src, float *y, int64_t n);              \
+    void colibri_dot_rows_exact_##T##_##ISA(const void *w, int64_t w_stride, const void *x, int64_t n, \
+                                            int64_t rows, float *y);
+#define COLIBRI_DECLARE_EXACT_ALL(ISA)                                                       \
+    COLIBRI_DECLARE_EXACT(q8_0, ISA) COLIBRI_DECLARE_EXACT(q4_0, ISA) COLIBRI_DECLARE_EXACT(q4_1, ISA)     \
+    COLIBRI_DECLARE_EXACT(q5_0, ISA) COLIBRI_DECLARE_EXACT(q5_1, ISA) COLIBRI_DECLARE_EXACT(q2_k, ISA)     \
+    COLIBRI_DECLARE_EXACT(q3_k, ISA) COLIBRI_DECLARE_EXACT(q4_k, ISA) COLIBRI_DECLARE_EXACT(q5_k, ISA)     \
+    COLIBRI_DECLARE_EXACT(q6_k, ISA) COLIBRI_DECLARE_EXACT(iq4_nl, ISA) COLIBRI_DECLARE_EXACT(iq4_xs, ISA) \
+    COLIBRI_DECLARE_EXACT(mxfp4, ISA)
+COLIBRI_DECLARE_EXACT_ALL(avx2)
+COLIBRI_DECLARE_EXACT_ALL(neon)   /* arm_neon/exact.c, shared by the neon and neon_dotprod tables */
+/* The exact-mode entries of a table, by dtype, from the kernels named *_ISA. */
+#define COLIBRI_EXACT_ENTRIES(PREFIX, ISA)                                                   \
+    {                                                                                        \
+        [COLIBRI_DTYPE_Q8_0] = PREFIX##q8_0_##ISA, [COLIBRI_DTYPE_Q4_0] = PREFIX##q4_0_##ISA,           \
+        [COLIBRI_DTYPE_Q4_1] = PREFIX##q4_1_##ISA, [COLIBRI_DTYPE_Q5_0] = PREFIX##q5_0_##ISA,           \
+        [COLIBRI_DTYPE_Q5_1] = PREFIX##q5_1_##ISA, [COLIBRI_DTYPE_Q2_K] = PREFIX##q2_k_##ISA,           \
+        [COLIBRI_DTYPE_Q3_K] = PREFIX##q3_k_##ISA, [COLIBRI_DTYPE_Q4_K] = PREFIX##q4_k_##ISA,           \
+        [COLIBRI_DTYPE_Q5_K] = PREFIX##q5_k_##ISA, [COLIBRI_DTYPE_Q6_K] = PREFIX##q6_k_##ISA,           \
+        [COLIBRI_DTYPE_IQ4_NL] = PREFIX##iq4_nl_##ISA, [COLIBRI_DTYPE_IQ4_XS] = PREFIX##iq4_xs_##ISA,   \
+        [COLIBRI_DTYPE_MXFP4] = PREFIX##mxfp4_##ISA,                                         \
+    }
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx512)
 COLIBRI_DECLARE_BLOCK_GEMM(avx512)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon)

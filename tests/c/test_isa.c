@@ -18,6 +18,8 @@
  *     pattern, f16 scales from 0 and subnormals to ±65504, ±inf and NaN,
  *     MXFP4 exponents 0..255) against extreme activations: decode and gemm
  *     bitwise the reference (a NaN result may differ in its payload only);
+ *   - exact mode's dequantize and fused dot (every block type) on random and
+ *     edge-case blocks: bitwise to_f32 and colibri_dot_f32 of it;
  *   - the KV cache's f16 narrowing: bitwise colibri_f32_to_f16 on every
  *     f32 exponent with several mantissas, both signs, each side of every
  *     rounding tie, f16 subnormals, overflow, ±inf and NaN payloads;
@@ -352,6 +354,93 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
     }
 }
 
+/* Exact mode's kernels (isa.h) of every block type the table has its own of, on rows of
+ * random blocks (test_random_blocks) and of edge-case blocks (test_edge_blocks' byte patterns
+ * and f16 scales, MXFP4's exponents 0..255): dequantize bitwise the type's to_f32, on one
+ * block up to 67 rows at once; dot_rows_exact bitwise colibri_dot_f32 of the reference's
+ * dequantized row, for rows 1..13 (spare lanes) and a row stride wider than the row, against
+ * activations random at scales 1e-3..1e3 with zeros, -0 and (last passes) 3e30 among them (a NaN
+ * result may differ in its payload only). */
+static void test_exact(const colibri_isa_table *isa) {
+    enum { ROWS = 13, COLS = 2048, STRIDE = COLS * 2 + PAD, PASSES = 6 };
+    static const uint8_t patterns[] = {0x00, 0xff, 0x55, 0xaa, 0x0f, 0xf0, 0x80, 0x7f};
+    static const uint16_t f16s[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
+                                    0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7d00, 0x3555};
+    static char w[ROWS * STRIDE];                       /* w: [ROWS] rows of STRIDE bytes */
+    static float want[ROWS * COLS], got[ROWS * COLS];   /* [ROWS, COLS] dequantized */
+    static float x[COLS];                               /* x: [COLS] activations */
+    const int n_pat = (int)sizeof(patterns), n_f16 = (int)(sizeof(f16s) / sizeof(f16s[0]));
+    for (int32_t dtype = COLIBRI_DTYPE_Q8_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+        const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        if (isa != &colibri_isa_scalar && isa->dequantize[dtype] == colibri_isa_scalar.dequantize[dtype] &&
+            isa->dot_rows_exact[dtype] == colibri_isa_scalar.dot_rows_exact[dtype]) {
+            printf("%s %s: exact mode's kernels are the scalar table's, not tested again\n", isa->name, t->name);
+            continue;
+        }
+        int deq_same = 1, dot_same = 1, finite = 0, dots = 0;
+        for (int pass = 0; pass < PASSES; pass++) {
+            int64_t cols = pass % 3 == 0 ? t->block_elems : pass % 3 == 1 ? 768 : COLS;
+            cols = cols < t->block_elems ? t->block_elems : cols;
+            int64_t row_bytes = colibri_row_bytes(dtype, cols), n_blk = cols / t->block_elems;
+            int64_t stride = pass % 2 ? row_bytes + PAD : row_bytes;
+            for (int r = 0; r < ROWS; r++) {
+                char *row = w + r * stride;
+                if (pass < 2) {   /* random blocks (Q8_0 / Q4_0 / Q4_1 too: every byte random) */
+                    for (int64_t b = 0; b < n_blk; b++) {
+                        unsigned char *blk = (unsigned char *)row + b * t->block_bytes;
+                        for (int64_t k = 0; k < t->block_bytes; k++) blk[k] = (unsigned char)(test_rand(&rng) * 256.0f + 128.0f);
+                        for (int f = 0; f < 2; f++) {
+                            uint16_t h = colibri_f32_to_f16(ldexpf(1.0f + test_rand(&rng), -10 + (int)(b % 6)));
+                            if (t->f16_at[f] >= 0) memcpy(blk + t->f16_at[f], &h, sizeof h);
+                        }
+                        if (dtype == COLIBRI_DTYPE_MXFP4) blk[0] = (unsigned char)(110 + b % 21);
+                    }
+                } else {          /* edge cases */
+                    for (int64_t b = 0; b < n_blk; b++) {
+                        unsigned char *blk = (unsigned char *)row + b * t->block_bytes;
+                        int idx = (int)b + r + 3 * pass;
+                        for (int64_t k = 0; k < t->block_bytes; k++) {
+                            blk[k] = idx % (n_pat + 1) < n_pat ? patterns[idx % (n_pat + 1)]
+                                                               : (unsigned char)(test_rand(&rng) * 256.0f + 128.0f);
+                        }
+                        for (int f = 0; f < 2; f++) {
+                            if (t->f16_at[f] >= 0) memcpy(blk + t->f16_at[f], &f16s[(r + 5 * f + pass) % n_f16], 2);
+                        }
+                        if (dtype == COLIBRI_DTYPE_MXFP4) blk[0] = (unsigned char)((r * 37 + (int)b * 11 + pass) % 256);
+                    }
+                }
+                t->to_f32(row, want + r * cols, cols);
+                for (int64_t c = 0; c < cols; c++) got[r * cols + c] = -7.0f;
+                isa->dequantize[dtype](row, got + r * cols, cols);
+            }
+            if (stride == row_bytes) {   /* the rows back to back: one call over all of them */
+                for (int64_t c = 0; c < ROWS * cols; c++) got[c] = -7.0f;
+                isa->dequantize[dtype](w, got, ROWS * cols);
+            }
+            for (int64_t c = 0; c < ROWS * cols; c++) deq_same &= test_same_float(got[c], want[c]);
+            for (int64_t c = 0; c < cols; c++) {
+                float v = (test_rand(&rng) + 0.5f) * ldexpf(1.0f, (int)(c % 21) - 10) * (c % 3 ? 1.0f : -1.0f);
+                x[c] = c % 17 == 0 ? 0.0f : c % 19 == 0 ? -0.0f : c % 101 == 0 && pass >= 4 ? 3e30f : v;
+            }
+            for (int64_t rows = 1; rows <= ROWS; rows += 3) {
+                float y[ROWS];
+                isa->dot_rows_exact[dtype](w, stride, x, cols, rows, y);
+                for (int64_t r = 0; r < rows; r++) {
+                    float ref = colibri_dot_f32(want + r * cols, x, cols);
+                    dot_same &= test_same_float(y[r], ref);
+                    finite += isfinite(ref) != 0;
+                    dots++;
+                }
+            }
+        }
+        n_mismatched += !deq_same + !dot_same;
+        CHECK(deq_same, "%s %s: dequantize differs from to_f32", isa->name, t->name);
+        CHECK(dot_same, "%s %s: dot_rows_exact differs from colibri_dot_f32 of to_f32", isa->name, t->name);
+        printf("%s %s: exact mode's dequantize and dot %s the reference (%d of %d dots finite)\n", isa->name, t->name,
+               deq_same && dot_same ? "bitwise" : "DIFFER from", finite, dots);
+    }
+}
+
 /* Fills x: [n] with block kind (i % 8) of block i: random at scales 1e-30..1e30,
  * exact multiples of d/2 (ties), all zero, denormals, one ±inf, NaNs among values,
  * one huge value among small ones. */
@@ -495,6 +584,7 @@ int main(void) {
         test_integer_exact(isa);
         test_gemm(isa);
         test_edge_blocks(isa);
+        test_exact(isa);
         test_quantizers(isa);
         test_weighted_sum(isa);
         test_kv_narrowing(isa);
@@ -503,6 +593,7 @@ int main(void) {
     }
     test_integer_exact(&colibri_isa_scalar);
     test_gemm(&colibri_isa_scalar);
+    test_exact(&colibri_isa_scalar);   /* the reference fused dot, against the unfused one */
     printf("ISA tables tested against the scalar reference: %d (in use: %s)\n", tested, colibri_isa());
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -17,13 +17,6 @@
 #include "../kernels.h"
 #include "float_load.h"
 
-/* out[r] = the reference's combine of row r's acc[0..7] (accumulator r). */
-static inline void colibri_combine4_avx2(__m256 acc0, __m256 acc1, __m256 acc2, __m256 acc3, float out[4]) {
-    /* h: [r0 a0123, r1 a0123, r2 a0123, r3 a0123 | same for a4567] */
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc0, acc1), _mm256_hadd_ps(acc2, acc3));
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-}
-
 /* out[r] += the tail (elements from i on) of w[r] . x, as the reference adds it last. */
 #define COLIBRI_AVX2_FLOAT_TAILS(LOAD1, w, x, i, n, out)                                   \
     for (int r_ = 0; r_ < 4; r_++) {                                                       \

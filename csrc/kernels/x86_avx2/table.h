@@ -64,6 +64,8 @@
                       [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8, [COLIBRI_DTYPE_Q5_K] = 8,    \
                       [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_NL] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8, \
                       [COLIBRI_DTYPE_MXFP4] = 8},                                                  \
+        .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),         \
+        .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2), \
     };
 
 #endif /* COLIBRI_AVX2_TABLE_H */

@@ -58,4 +58,7 @@ const colibri_isa_table colibri_isa_avx512 = {
     /* measured on the Mixtral-small expert shapes, one thread, weights from DRAM: Q4_0 dot_rows
      * per token 0.57 ms at 4 tokens against the row-panel gemm's 0.74, 0.81 / 0.74 at 6 */
     .gemm_from = {[COLIBRI_DTYPE_Q8_0] = 6, [COLIBRI_DTYPE_Q4_0] = 5, [COLIBRI_DTYPE_Q4_1] = 5},
+    /* exact mode: AVX2's (its dot is the F32 dot_rows above, AVX2's, on the dequantized rows) */
+    .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),
+    .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2),
 };
