@@ -657,7 +657,7 @@ static int test_trace(colibri_context *ctx, float *logits) {
 }
 
 /* Paging changes only where the expert bytes come from: contexts paging the
- * experts of one model through 1, 2 or all 6 slots, with read-ahead or not,
+ * experts of one model through 1, 2 or all 6 slots, read-ahead depth 0, 1, 2,
  * give the logits of a context that does not, bitwise; then the API's refusals
  * and a file that shrinks under a paging context (COLIBRI_ERR_IO). */
 static void test_paging(int32_t dtype) {
@@ -675,18 +675,19 @@ static void test_paging(int32_t dtype) {
     CHECK_STATUS(colibri_paging_stats_read(ctx, &(colibri_paging_stats){0}, 0), COLIBRI_ERR_STATE);
     colibri_context_free(ctx);
     int64_t slots[3] = {1, 2, 6};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 9; i++) {
         ctx = colibri_context_create(tm.m, 16, 1, 6, 1 + i % 2);
-        colibri_paging_options opt = {slots[i / 2], 2, i % 2, 1, 0};
+        colibri_paging_options opt = {slots[i / 3], 2, i % 3, 1, 0};
         CHECK(colibri_context_page_experts(ctx, &opt) == 0, "page_experts: %s", colibri_last_error());
         memset(got, 0, sizeof got);
         CHECK(test_trace(ctx, got) == 0, "paged trace: %s", colibri_last_error());
         CHECK(memcmp(got, want, (size_t)10 * tm.hp.n_vocab * sizeof(float)) == 0,
               "dtype %d, %lld slots, read-ahead %d: paged logits == resident bitwise", dtype,
-              (long long)slots[i / 2], i % 2);
+              (long long)slots[i / 3], i % 3);
         colibri_paging_stats st;
         CHECK(colibri_paging_stats_read(ctx, &st, 1) == 0 && st.lookups == st.hits + st.misses && st.misses > 0 &&
-              st.tokens == 10 && st.n_slots == slots[i / 2] && st.reads == st.misses + st.prefetches,
+              st.tokens == 10 && st.n_slots == slots[i / 3] && st.reads == st.misses + st.prefetches &&
+              st.predicted2 == 0 && st.stall_ahead_seconds <= st.stall_seconds,   /* one MoE layer: nothing 2 ahead */
               "stats: %lld lookups, %lld hits, %lld misses", (long long)st.lookups, (long long)st.hits,
               (long long)st.misses);
         colibri_paging_options again = {1, 1, 0, 1, 0};
@@ -694,8 +695,9 @@ static void test_paging(int32_t dtype) {
         colibri_context_free(ctx);
     }
     ctx = colibri_context_create(tm.m, 16, 1, 6, 2);
-    colibri_paging_options none = {0, 1, 0, 1, 0}, one = {1, 1, 0, 1, 0};
+    colibri_paging_options none = {0, 1, 0, 1, 0}, one = {1, 1, 0, 1, 0}, deep = {1, 1, 3, 1, 0};
     CHECK_STATUS(colibri_context_page_experts(ctx, &none), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_context_page_experts(ctx, &deep), COLIBRI_ERR_INVALID);
     CHECK(colibri_context_page_experts(ctx, &one) == 0, "page_experts: %s", colibri_last_error());
     int32_t pin_layer[2] = {1, 1}, pin_expert[2] = {0, 3};
     CHECK_STATUS(colibri_paging_pin(ctx, pin_layer, pin_expert, 1), COLIBRI_ERR_INVALID);   /* the only slot */
