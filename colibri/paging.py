@@ -364,6 +364,7 @@ class PagingStats:
     predicted2_needed: int = 0
     needed_after_prediction2: int = 0
     stall_ahead_seconds: float = 0.0
+    early_waves: int = 0
 
     @property
     def hit_rate(self) -> float:

@@ -136,7 +136,8 @@ class PagingCollector:
                 ("reads", "Expert reads from storage."),
                 ("bytes_read", "Bytes read from storage."),
                 ("stall_seconds", "Seconds forward steps waited for expert reads."),
-                ("stall_ahead_seconds", "Of those, seconds waited for reads ahead not done yet.")]
+                ("stall_ahead_seconds", "Of those, seconds waited for reads ahead not done yet."),
+                ("early_waves", "Expert passes run while other experts of the layer were still being read.")]
 
     def __init__(self, model, model_name: str):
         self.model, self.model_name = model, model_name

@@ -303,10 +303,15 @@ static void colibri_wave_gather(colibri_context *ctx, int32_t l) {
             if (p->slots[en->slot].state == SLOT_READY) ready++;
             else demand_left |= p->slots[en->slot].demand;
         }
-        if (ready == left || (split && ready > 0)) break;
+        if (ready == left) break;
+        if (split && ready > 0) {
+            p->stats.early_waves++;
+            break;
+        }
         if (!waiting) {
             t0 = colibri_now();
             waiting = 1;
+            colibri_threadpool_nap(ctx->pool);   /* no pool run before a read is done */
             ahead_only = !demand_left;
         }
         pthread_cond_wait(&p->done, &p->mu);

@@ -510,6 +510,8 @@ typedef struct colibri_paging_stats {
     int64_t predicted2_needed; /* experts needed by a layer with such a prediction, and in it */
     int64_t needed_after_prediction2;  /* experts needed by a layer with such a prediction */
     double stall_ahead_seconds;        /* of stall_seconds: waiting for reads ahead not done yet */
+    int64_t early_waves;       /* expert passes run while other experts of the same layer step
+                                  were still being read (timing-dependent; not in `waves`) */
 } colibri_paging_stats;
 
 /* Fills *stats (reset != 0: then zeroes the counters). Fails when ctx does not page. */

@@ -439,6 +439,29 @@ static void test_router(void) {
     CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);
 }
 
+/* colibri_threadpool_nap between runs (the paging code naps the workers while
+ * the step waits for a read): every run still runs every thread index once,
+ * whether the workers were spinning, napping or asleep when it started. */
+static void pool_count(void *arg, int32_t i, int32_t n) {
+    (void)n;
+    ((int32_t *)arg)[i]++;
+}
+
+static void test_threadpool_nap(void) {
+    colibri_threadpool *pool = colibri_threadpool_create(3, NULL);
+    CHECK(pool != NULL, "pool of 3: %s", colibri_last_error());
+    if (!pool) return;
+    int32_t count[3] = {0, 0, 0};
+    for (int32_t r = 0; r < 3000; r++) {
+        if (r % 3 == 0) colibri_threadpool_nap(pool);
+        if (r % 500 == 0) usleep(2000);   /* past the spin: the workers sleep */
+        colibri_threadpool_run(pool, pool_count, count);
+    }
+    CHECK(count[0] == 3000 && count[1] == 3000 && count[2] == 3000, "runs with naps: %d %d %d of 3000", count[0],
+          count[1], count[2]);
+    colibri_threadpool_free(pool);
+}
+
 static void test_dispatch_aggregate(void) {
     /* experts: [T=3, k=2] */
     const int32_t experts[6] = {2, 0, 0, 1, 2, 1};
@@ -1049,6 +1072,7 @@ int main(void) {
     test_exp();
     test_router();
     test_dispatch_aggregate();
+    test_threadpool_nap();
     test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 0);
     test_prefill_vs_steps(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32, 0);
     test_prefill_vs_steps(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16, 0);
