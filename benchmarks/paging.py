@@ -3,6 +3,7 @@ of the budget, on the same GGUF file.
 
     python benchmarks/paging.py [--models /work/paging_models] [--cases olmoe-zipf,olmoe-uniform,qwen3-zipf]
                                 [--threads 2] [--prompt 64] [--gen 16] [--repeat 3] [--cold] [--out FILE]
+                                [--prefetch-depth N] [--engines colibri,llama.cpp]
 
 Per case (shape, routing, budget; CASES):
   1. the model file (benchmarks/models.py: GGUF Q4_0, written once; routing led by the token,
@@ -164,18 +165,22 @@ def run_case(name: str, args, log) -> dict:
     vocab = models.shape(shape_name).config.vocab_size
     me = [sys.executable, str(HERE / "paging.py")]
     result = dict(case=name, shape=shape_name, routing=routing, budget_bytes=budget, file=str(path),
-                  file_bytes=path.stat().st_size, load_1min_start=os.getloadavg()[0])
+                  file_bytes=path.stat().st_size, load_1min_start=os.getloadavg()[0],
+                  prefetch_depth=args.prefetch_depth)
     read_bytes = expert_read_bytes(path)
-    result["popularity"] = in_cgroup(name, budget, [*me, "popularity", str(path), str(budget)], 1800)
-    log(f"{name}: routing popularity {result['popularity']}")
+    if not args.speed_only:
+        result["popularity"] = in_cgroup(name, budget, [*me, "popularity", str(path), str(budget)], 1800)
+        log(f"{name}: routing popularity {result['popularity']}")
     rows = []
-    for engine in ("colibri", "llama.cpp"):
+    for engine in args.engines.split(","):
         before = storage_probe(path, read_bytes)
         evict(path)
         if engine == "colibri":
             command = [sys.executable, "-m", "colibri", "bench", str(path), "--mem-budget", str(budget), "-t",
                        str(args.threads), "--prompt", str(args.prompt), "--gen", str(args.gen), "--repeat",
                        str(args.repeat), "--decode-input", args.decode_input, "--json"]
+            if args.prefetch_depth is not None:
+                command += ["--prefetch-depth", str(args.prefetch_depth)]
         else:
             command = [sys.executable, str(HERE / "reference_engines.py"), "llama.cpp", str(path), "--vocab",
                        str(vocab), "-t", str(args.threads), "--prompt", str(args.prompt), "--gen", str(args.gen),
@@ -188,6 +193,8 @@ def run_case(name: str, args, log) -> dict:
         log(f"{name} {engine}: " + (row.get("error") or f"decode {row['decode_tok_s']:.3f} tok/s, peak "
                                     f"{row['cgroup_peak_bytes'] / MIB:.0f} MiB, failcnt {row['cgroup_failcnt']}"))
     result["rows"] = rows
+    if args.speed_only:
+        return result
     out = args.models / f"{name}-logits.npy"
     evict(path)
     check = in_cgroup(name, budget, [*me, "logits", str(path), str(budget), str(out)], 1800)
@@ -201,7 +208,7 @@ def run_case(name: str, args, log) -> dict:
     log(f"{name}: logits paged == resident: {check.get('bitwise_equal')} ({check.get('error', 'ok')})")
     if args.cold:
         result["cold"] = {}
-        for engine in ("colibri", "llama.cpp"):
+        for engine in args.engines.split(","):
             evict(path)
             result["cold"][engine] = in_cgroup(name, budget, [*me, "ttft", engine, str(path), str(budget),
                                                               str(vocab)], args.timeout)
@@ -212,8 +219,8 @@ def run_case(name: str, args, log) -> dict:
 def table(results: list[dict]) -> list[str]:
     """One Markdown row per engine and case."""
     head = ("| case | file | budget | engine | decode tok/s | prefill tok/s | read/token MB | storage GB/s "
-            "| storage limit tok/s | % of limit | hit rate | prefetch accuracy | stall ms/token | peak cgroup MiB "
-            "| failcnt | OOM kills | decode vs llama.cpp | machine load |")
+            "| storage limit tok/s | % of limit | hit rate | prefetch accuracy (2 ahead) | stall ms/token (reads ahead) "
+            "| peak cgroup MiB | failcnt | OOM kills | decode vs llama.cpp | machine load |")
     out = [head, "|" + "---|" * 18]
     for res in results:
         by = {r["engine"]: r for r in res["rows"]}
@@ -237,8 +244,12 @@ def table(results: list[dict]) -> list[str]:
             d = paging["decode"] if paging else None
             cells += [f"{r['decode_tok_s']:.3f}", f"{r['prefill_tok_s']:.1f}", f"{per_token / 1e6:.0f}",
                       f"{storage:.2f}", f"{limit:.2f}", f"{100 * share:.0f}%",
-                      f"{100 * d['hit_rate']:.0f}%" if d else "", f"{100 * d['prefetch_accuracy']:.0f}%" if d else "",
-                      f"{d['stall_ms_per_token']:.0f}" if d else "", f"{r['cgroup_peak_bytes'] / MIB:.0f}",
+                      f"{100 * d['hit_rate']:.0f}%" if d else "",
+                      (f"{100 * d['prefetch_accuracy']:.0f}%" + (f" ({100 * d['prefetch2_accuracy']:.0f}%)"
+                                                                if d.get("needed_after_prediction2") else ""))
+                      if d else "",
+                      f"{d['stall_ms_per_token']:.0f} ({d.get('stall_ahead_ms_per_token', 0):.0f})" if d else "",
+                      f"{r['cgroup_peak_bytes'] / MIB:.0f}",
                       str(r["cgroup_failcnt"]), str(r["cgroup_oom_kills"]), ratio, f"{r['load_1min']:.1f}"]
             out.append("| " + " | ".join(cells) + " |")
     return out
@@ -260,6 +271,11 @@ def main() -> None:
                    help="what each decode step is fed (colibri bench --decode-input): greedy decoding of these "
                         "random models soon loops over a few tokens, and so would their routing")
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--engines", default="colibri,llama.cpp", help="which engines to run (comma-separated)")
+    p.add_argument("--prefetch-depth", type=int, choices=(0, 1, 2), default=None,
+                   help="Colibri's read-ahead depth (colibri bench --prefetch-depth; default: Colibri's)")
+    p.add_argument("--speed-only", action="store_true",
+                   help="skip the routing popularity and the logits check (A/B runs of the same file)")
     p.add_argument("--cold", action="store_true", help="also time to the first token, the file not in the page cache")
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODELS/paging-results.json)")
     args = p.parse_args()

@@ -122,7 +122,9 @@ class PagingStats(ctypes.Structure):
         (name, ctypes.c_int64) for name in (
             "tokens", "lookups", "hits", "misses", "prefetches", "prefetch_used", "predicted",
             "predicted_needed", "needed_after_prediction", "reads", "bytes_read", "waves")] + [
-        ("stall_seconds", ctypes.c_double)]
+        ("stall_seconds", ctypes.c_double), ("predicted2", ctypes.c_int64), ("predicted2_needed", ctypes.c_int64),
+        ("needed_after_prediction2", ctypes.c_int64), ("stall_ahead_seconds", ctypes.c_double),
+        ("early_waves", ctypes.c_int64)]
 
 
 def _library_path() -> Path:

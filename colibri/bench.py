@@ -274,7 +274,7 @@ def kv_read_bytes(config, kv_type: str, prompt_tokens: int, gen_tokens: int) -> 
 def run(path, *, threads: int | None = None, prompt_tokens: int = 512, gen_tokens: int = 128,
         repeat: int = 3, bandwidth_gb_s: float | None = None, profile: bool = False,
         profile_layers: bool = False, seed: int = 0, kv_type: str = "f32", numa: str | None = None,
-        mem_budget="auto", expert_slots: int | None = None, expert_profile=None, prefetch: bool = True,
+        mem_budget="auto", expert_slots: int | None = None, expert_profile=None, prefetch: bool | int = True,
         decode_input: str = "greedy", precision: str = "default") -> BenchResult:
     """Load `path` and measure it; `repeat` rounds of prefill + decode from an empty cache.
 

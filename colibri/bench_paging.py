@@ -127,10 +127,14 @@ def report_lines(p: dict) -> list[tuple[str, str]]:
         ("decode hits", f"{100 * d['hit_rate']:.1f}% of {d['lookups']} expert lookups in a slot "
                         f"({100 * d['cache_hit_rate']:.1f}% cached before, the rest read ahead), "
                         f"{human_bytes(d['bytes_read_per_token'])} read per token, "
-                        f"stalled {d['stall_ms_per_token']:.2f} ms per token"),
+                        f"stalled {d['stall_ms_per_token']:.2f} ms per token "
+                        f"({d['stall_ahead_ms_per_token']:.2f} on reads ahead not done yet), "
+                        f"{d.get('early_waves', 0) / max(d['tokens'], 1):.1f} early expert passes per token"),
         ("read-ahead", f"{100 * d['prefetch_accuracy']:.1f}% of the needed experts predicted "
-                       f"({100 * d['prefetch_precision']:.1f}% of predictions needed), "
-                       f"{d['prefetches']} read ahead, {d['prefetch_used']} used"),
+                       f"({100 * d['prefetch_precision']:.1f}% of predictions needed)"
+                       + (f", {100 * d['prefetch2_accuracy']:.1f}% two layers ahead"
+                          if d.get('needed_after_prediction2') else "")
+                       + f", {d['prefetches']} read ahead, {d['prefetch_used']} used"),
     ]
     if p["storage_limit_fraction"] is not None:
         limit = statistics.median(x for x in p["storage_limit_rounds_tok_s"] if x)

@@ -52,7 +52,9 @@ def _paging_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expert-slots", type=_positive_int, default=None, metavar="N",
                    help="page the experts with exactly N slots, whatever the budget")
     p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
-                   help="paged: do not read ahead the experts the next layer's router predicts")
+                   help="paged: do not read ahead the experts the next layers' routers predict")
+    p.add_argument("--prefetch-depth", dest="prefetch", type=int, choices=(0, 1, 2), default=True, metavar="N",
+                   help="paged: read ahead for the next N MoE layers (0, 1 or 2; default 1)")
 
 
 def _sampling_kwargs(args) -> dict:

@@ -122,7 +122,7 @@ PRECISIONS = ("default", "exact")
 def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | None = None,
          n_seq: int = 1, n_batch: int = 256, kv_type: str = "f32", numa: str | None = None,
          mem_budget: int | str | None = "auto", expert_slots: int | None = None,
-         expert_profile: str | os.PathLike | None = None, prefetch: bool = True, precision: str = "default"):
+         expert_profile: str | os.PathLike | None = None, prefetch: bool | int = True, precision: str = "default"):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
     threads: worker threads for the forward pass (None: one per physical core).
@@ -142,7 +142,9 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
     expert_slots: page with exactly this many expert slots, whatever the budget.
     expert_profile: an activation profile (``colibri route --profile-out``) whose hottest experts
         a paged model pins in its slots.
-    prefetch: a paged model reads ahead the experts the next layer's router predicts.
+    prefetch: a paged model reads ahead the experts the next layers' routers predict from each
+        layer's input: True (the default depth, paging.PREFETCH_DEPTH), 1 (the next MoE layer),
+        2 (the next two), False or 0 (none).
     precision: "default" (block-type weights meet activations quantized to 8 bits per block of
         32, at memory speed) or "exact" (f32 activations: the logits are the dequantized model's
         up to f32 rounding; every step dequantizes the weights it reads).
@@ -162,6 +164,7 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
     if numa is not None and numa not in NUMA_MODES:
         raise ValueError(f"numa must be one of {', '.join(NUMA_MODES)} or None, got {numa!r}")
     budget = paging.parse_budget(mem_budget)
+    prefetch = paging.prefetch_depth(prefetch)
     path, open_source = _opener(path)
     files, config, weights, tokenizer, generation_config = open_source(path)
     native = None

@@ -27,7 +27,7 @@ class Model:
 
     def __init__(self, *, directory: Path, config, checkpoint, native: NativeModel, weights, tokenizer,
                  threads: int, n_ctx: int, n_seq: int, n_batch: int, kv_type: str,
-                 generation_config: dict | None, placement: str = "cores", precision: str = "default", paging=None, prefetch: bool = True,
+                 generation_config: dict | None, placement: str = "cores", precision: str = "default", paging=None, prefetch: bool | int = True,
                  expert_profile=None):
         self.path = directory
         self.config = config

@@ -37,6 +37,7 @@ UNLIMITED = 1 << 62             # cgroup v1 writes "no limit" as a number near 2
 MARGIN_BYTES = 32 << 20
 MARGIN_SHARE = 0.02
 IO_THREADS = 4
+PREFETCH_DEPTH = 1   # prefetch=True: the next MoE layer (2, the next two, read 15% more and decoded slower: PAGING.md)
 BUDGET_HELP = "a size like 6GiB, 1500MiB, 7.5G or a number of bytes, 'auto' or 'off'"
 
 
@@ -176,6 +177,16 @@ class PagingPlan:
                 + self.margin_bytes)
 
 
+def prefetch_depth(value) -> int:
+    """colibri.load's `prefetch` as the C core's read-ahead depth: True the default
+    (PREFETCH_DEPTH), False 0, or 0, 1, 2; anything else is refused with one line."""
+    if isinstance(value, bool):
+        return PREFETCH_DEPTH if value else 0
+    if isinstance(value, int) and 0 <= value <= 2:
+        return value
+    raise ValueError(f"prefetch must be True, False, 0, 1 or 2, got {value!r}")
+
+
 def margin(budget: int, slot_bytes: int, io_threads: int) -> int:
     return MARGIN_BYTES + int(MARGIN_SHARE * budget) + io_threads * slot_bytes
 
@@ -292,7 +303,7 @@ def notice(where: str, p: PagingPlan, need: int) -> None:
                      f"(mem_budget / --mem-budget to change)\n")
 
 
-def start(native, context, request: PagingRequest, *, top_k: int, where: str, prefetch: bool,
+def start(native, context, request: PagingRequest, *, top_k: int, where: str, prefetch: bool | int,
           profile_counts=None, io_threads: int = IO_THREADS) -> PagingPlan:
     """Plans the slots, turns paging on, pins the profile's hottest experts; the plan."""
     from . import expert_profile
@@ -307,10 +318,10 @@ def start(native, context, request: PagingRequest, *, top_k: int, where: str, pr
     return p
 
 
-def enable(context, p: PagingPlan, *, prefetch: bool, io_threads: int, direct_io: bool = True,
+def enable(context, p: PagingPlan, *, prefetch: bool | int, io_threads: int, direct_io: bool = True,
            aging_tokens: int = 0) -> None:
-    """Turns paging on for a context (colibri_context_page_experts)."""
-    options = _native.PagingOptions(n_slots=p.n_slots, n_io_threads=io_threads, prefetch=int(prefetch),
+    """Turns paging on for a context (colibri_context_page_experts); prefetch: prefetch_depth's."""
+    options = _native.PagingOptions(n_slots=p.n_slots, n_io_threads=io_threads, prefetch=prefetch_depth(prefetch),
                                     direct_io=int(direct_io), aging_tokens=aging_tokens)
     if _native.lib().colibri_context_page_experts(context.handle, ctypes.byref(options)):
         raise ModelError(_native.last_error())
@@ -349,6 +360,11 @@ class PagingStats:
     bytes_read: int
     waves: int
     stall_seconds: float
+    predicted2: int = 0
+    predicted2_needed: int = 0
+    needed_after_prediction2: int = 0
+    stall_ahead_seconds: float = 0.0
+    early_waves: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -376,13 +392,25 @@ class PagingStats:
         return self.predicted_needed / self.predicted if self.predicted else 0.0
 
     @property
+    def prefetch2_accuracy(self) -> float:
+        """Share of the experts a layer needed that the prediction made two MoE layers before it
+        (the read-ahead depth 2: that layer's router on the input two layers earlier) named."""
+        return self.predicted2_needed / self.needed_after_prediction2 if self.needed_after_prediction2 else 0.0
+
+    @property
     def stall_ms_per_token(self) -> float:
         return 1e3 * self.stall_seconds / self.tokens if self.tokens else 0.0
+
+    @property
+    def stall_ahead_ms_per_token(self) -> float:
+        """Of the stall, waiting for experts read ahead whose read had not finished (the rest:
+        reads on demand, and evictions waiting for a read in flight)."""
+        return 1e3 * self.stall_ahead_seconds / self.tokens if self.tokens else 0.0
 
     def as_dict(self) -> dict:
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
         for name in ("hit_rate", "cache_hit_rate", "bytes_read_per_token", "prefetch_accuracy",
-                     "prefetch_precision", "stall_ms_per_token"):
+                     "prefetch_precision", "prefetch2_accuracy", "stall_ms_per_token", "stall_ahead_ms_per_token"):
             out[name] = getattr(self, name)
         return out
 

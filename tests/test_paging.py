@@ -1,7 +1,10 @@
 """Paging (docs/PAGING.md): models larger than memory, their experts read into a cache of slots.
 
   exactness   paged logits == resident logits BITWISE, with slots for 1, 2 and all experts per
-              layer, read-ahead on and off, prefill chunks and decode steps, HF / GGUF / native
+              layer, read-ahead off, one and two layers ahead, prefill chunks and decode steps,
+              HF / GGUF / native
+  read-ahead  the prediction counters (one and two MoE layers ahead) == the routers recomputed
+              on transformers' MoE inputs
   policy      which experts stay cached, hits, misses and waves == an independent simulation of
               the documented eviction rule (use counts halved every aging period, then least
               recently used, then lowest (layer, expert)); pinned experts are never evicted
@@ -62,7 +65,7 @@ def test_paged_logits_equal_resident_bitwise(tiny_model_factory, name):
         want = _trace(m, prompt, 6)
         n_moe, E = _n_moe(m), m.config.num_experts
     for per_layer in (1, 2, E):
-        for prefetch in (False, True):
+        for prefetch in (0, 1, 2):
             with colibri.load(tiny.path, threads=1 + per_layer % 2, n_batch=5, expert_slots=per_layer * n_moe,
                               prefetch=prefetch) as m:
                 got = _trace(m, prompt, 6)
@@ -75,6 +78,76 @@ def test_paged_logits_equal_resident_bitwise(tiny_model_factory, name):
                 assert st.reads <= E * n_moe and st.waves == 0
             if not prefetch:
                 assert st.prefetches == st.predicted == 0
+            if prefetch < 2:
+                assert st.predicted2 == st.needed_after_prediction2 == 0
+
+
+def test_read_ahead_counters_match_the_routers_on_earlier_inputs(tiny_model_factory):
+    """The read-ahead's prediction for a MoE layer made d = 1 or 2 MoE layers before it is that
+    layer's router (top-k) on the earlier layer's MoE input, over the step's tokens: recomputed
+    here from transformers' own MoE inputs (hooks on each layer's block), the counters
+    (predicted, predicted_needed, needed_after_prediction; *2 for two ahead) are those sets' sizes.
+    With a slot for every expert each layer predicts (no layer lacks slots for its own); two ahead
+    only while the three layers' experts fill at most half the slots (here: decode steps, not
+    the prefill chunk)."""
+    import torch
+
+    tiny = tiny_model_factory("mixtral-b")   # 3 MoE layers, 4 experts, top-1: layer 2 predicted from 0 and 1
+    n_decode = 12
+    with colibri.load(tiny.path, threads=2, mem_budget="off") as m:
+        c = m.config
+        prompt = token_ids(c.vocab_size, 9, seed=13)
+        rows = _trace(m, prompt, n_decode)
+    fed = [int(np.argmax(rows[len(prompt) - 1 + i])) for i in range(n_decode)]   # decode inputs
+    inputs = {}
+    layers = tiny.reference.model.layers
+    hooks = [layers[l].mlp.register_forward_pre_hook(
+        lambda mod, args, l=l: inputs.__setitem__(l, args[0].reshape(-1, args[0].shape[-1]).detach().double()))
+        for l in c.moe_layers]
+    try:
+        with torch.no_grad():
+            tiny.reference(torch.tensor([prompt + fed]))
+    finally:
+        for h in hooks:
+            h.remove()
+    k, moe = c.top_k, list(c.moe_layers)
+    n_slots = c.num_experts * len(moe)
+
+    def picks(layer, source, positions):   # union over the positions of layer's top-k on source's input
+        logits = inputs[source][positions] @ layers[layer].mlp.gate.weight.detach().double().T   # [T, E]
+        return set(torch.topk(logits, k, dim=-1).indices.reshape(-1).tolist())
+
+    steps = [list(range(len(prompt)))] + [[len(prompt) + i] for i in range(n_decode)]
+    want = {d: [0, 0, 0] for d in (1, 2)}   # predicted, predicted_needed, needed_after_prediction
+    for positions in steps:
+        for i, layer in enumerate(moe):
+            need = picks(layer, layer, positions)
+            for d in (1, 2):
+                if i >= d:
+                    pred = picks(layer, moe[i - d], positions)
+                    if d == 2 and 2 * (len(picks(moe[i - 2], moe[i - 2], positions)) +
+                                       len(picks(moe[i - 1], moe[i - 2], positions)) + len(pred)) > n_slots:
+                        continue
+                    want[d][0] += len(pred)
+                    want[d][1] += len(pred & need)
+                    want[d][2] += len(need)
+    assert 0 < want[2][1] < want[2][2]   # a test that a wrong prediction would fail
+    for depth in (1, 2):
+        with colibri.load(tiny.path, threads=2, expert_slots=n_slots, prefetch=depth) as m:
+            assert np.array_equal(_trace(m, prompt, n_decode), rows)
+            st = m.paging_stats()
+        assert [st.predicted, st.predicted_needed, st.needed_after_prediction] == want[1], depth
+        two = [st.predicted2, st.predicted2_needed, st.needed_after_prediction2]
+        assert two == (want[2] if depth == 2 else [0, 0, 0]), depth
+        assert st.prefetch2_accuracy == (want[2][1] / want[2][2] if depth == 2 else 0.0)
+        assert 0.0 <= st.stall_ahead_seconds <= st.stall_seconds
+
+
+def test_prefetch_depth_is_checked(tiny_model_factory):
+    tiny = tiny_model_factory("olmoe-c")
+    for bad in (3, -1, "2", 1.0):
+        with pytest.raises(ValueError, match=r"prefetch must be True, False, 0, 1 or 2"):
+            colibri.load(tiny.path, threads=1, expert_slots=4, prefetch=bad)
 
 
 def test_experts_larger_than_a_read_piece_are_read_in_pieces(tiny_model_factory):

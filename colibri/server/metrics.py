@@ -125,14 +125,19 @@ class PagingCollector:
                 ("lookups", "Experts the MoE layers needed, once per layer and step."),
                 ("hits", "Needed experts found in a slot (cached or read ahead)."),
                 ("misses", "Needed experts read on demand."),
-                ("prefetches", "Experts read ahead as the next layer's router predicted."),
+                ("prefetches", "Experts read ahead as the next layers' routers predicted."),
                 ("prefetch_used", "Experts read ahead and then needed."),
                 ("predicted", "Experts predicted for the next MoE layer."),
                 ("predicted_needed", "Experts a layer needed that its prediction named."),
                 ("needed_after_prediction", "Experts needed by layers that had a prediction."),
+                ("predicted2", "Experts predicted two MoE layers ahead."),
+                ("predicted2_needed", "Experts a layer needed that the prediction two layers before named."),
+                ("needed_after_prediction2", "Experts needed by layers that had a prediction two layers before."),
                 ("reads", "Expert reads from storage."),
                 ("bytes_read", "Bytes read from storage."),
-                ("stall_seconds", "Seconds forward steps waited for expert reads.")]
+                ("stall_seconds", "Seconds forward steps waited for expert reads."),
+                ("stall_ahead_seconds", "Of those, seconds waited for reads ahead not done yet."),
+                ("early_waves", "Expert passes run while other experts of the layer were still being read.")]
 
     def __init__(self, model, model_name: str):
         self.model, self.model_name = model, model_name

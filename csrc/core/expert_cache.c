@@ -4,7 +4,9 @@
  * A fixed arena of n_slots expert slots; a table of every (layer, expert):
  * its slot, use count and last use; a queue of slots to read, served by
  * reader threads (urgent reads before read-ahead), each slot's read cut in
- * pieces that several readers share (expert_io.c). One mutex guards the
+ * pieces that several readers share (expert_io.c): the reads a layer waits on
+ * first, then read-ahead by the layer it is for, soonest first, then read-ahead
+ * for layers already past. One mutex guards the
  * table, the slots' states and the queue; only the forward step's thread
  * changes which expert a slot holds, so every eviction is a deterministic
  * function of the routing (the readers only move slots from QUEUED to READY):
@@ -14,9 +16,10 @@
  * A MoE layer step: colibri_paging_layer_begin counts the uses, gives every
  * needed expert without a slot one (a free slot, else the victim: lowest use
  * count, then least recently used, then lowest (layer, expert); never pinned,
- * never needed by this step, never held for the next layer) and queues its
- * read; predicts the next MoE layer's experts from this layer's input and
- * reads them ahead into slots nobody needs now; then waits for the wave: every
+ * never needed by this step, held for a coming layer only when nothing else
+ * is left) and queues its read; predicts the next one or two MoE layers'
+ * experts from this layer's input and reads them ahead into slots nobody needs
+ * now, holding them for their layer; then waits for the wave: every
  * needed expert that has a slot. Experts that got none (more needed than
  * slots) wait for the next wave, after the slots of the one before are free.
  */
@@ -49,6 +52,7 @@ typedef struct colibri_slot {
     uint8_t state;        /* SLOT_*: QUEUED until a reader takes a piece, LOADING until all are read */
     uint8_t urgent;       /* a layer waits on this read */
     uint8_t ahead;        /* read ahead and not needed since */
+    uint8_t demand;       /* filled for a layer that needed it (not read ahead) */
     uint8_t failed;       /* the read failed (error in the cache's line) */
 } colibri_slot;
 
@@ -58,7 +62,7 @@ typedef struct colibri_expert_entry {
     uint32_t uses;        /* tokens that used it, halved every aging period */
     uint8_t pinned;
     uint8_t want;         /* needed by the current layer step, not yet run */
-    uint8_t hold;         /* read ahead (or found cached) for the next MoE layer */
+    uint8_t hold;         /* predicted for its layer's coming step (read ahead, or found cached) */
     uint8_t wave;         /* part of the current wave */
 } colibri_expert_entry;
 
@@ -93,18 +97,21 @@ struct colibri_paging {
     pthread_cond_t done;          /* a read finished */
     int64_t tick;                 /* tokens run so far */
     int32_t aging;
-    int prefetch;
+    int32_t prefetch;             /* read-ahead depth: 0 off, 1 the next MoE layer, 2 the next two */
+    int32_t cur_layer;            /* the layer whose step began last (read-ahead for it or before is stale) */
     int64_t pinned;
     int32_t *need;                /* need: [E] the current layer's needed experts, in order */
     int32_t n_need;
     int32_t *pending;             /* pending: [E] needed experts still without a slot */
     int32_t n_pending;
-    float *pred_logits;           /* pred_logits: [n_batch, E] the next router on this layer's input */
+    float *pred_logits;           /* pred_logits: [2, n_batch, E] the next two routers on this layer's input */
+    int64_t pred_stride;          /* n_batch * E: one router's logits in pred_logits */
     int32_t *pred_top;            /* pred_top: [k] one token's predicted experts */
     float *pred_gates;            /* pred_gates: [k] their gates (unused) */
     colibri_prediction *pred;     /* pred: [E] */
-    uint8_t *predicted;           /* predicted: [n_layer * E] predicted for layer l's coming step */
-    uint8_t *has_prediction;      /* has_prediction: [n_layer] */
+    uint8_t *predicted;           /* predicted: [n_layer * E] predicted for layer l's coming step, bit d:
+                                     by the layer d + 1 MoE layers before */
+    uint8_t *has_prediction;      /* has_prediction: [n_layer] the same bits: which predictions it has */
     colibri_paging_stats stats;
     int failed;
     char error[320];              /* the first failed read of the current step */
@@ -112,12 +119,24 @@ struct colibri_paging {
 
 /* ---- readers ------------------------------------------------------------------------ */
 
-/* Takes the next piece of the first urgent slot of the queue, else of the
- * first one; a slot leaves the queue with its last piece. Under mu. */
+/* How soon slot s's read is needed (lower first): 0 a layer waits on it;
+ * read-ahead, how many layers ahead of the current one its layer is; a
+ * read-ahead whose layer has begun without needing it, last. Under mu. */
+static int64_t colibri_queue_rank(const colibri_paging *p, int64_t s) {
+    const colibri_slot *slot = &p->slots[s];
+    if (slot->urgent) return 0;
+    int64_t layer = slot->owner / p->E;
+    return layer > p->cur_layer ? layer - p->cur_layer : INT64_MAX;
+}
+
+/* Takes the next piece of the queued slot needed soonest (colibri_queue_rank;
+ * ties in queue order); a slot leaves the queue with its last piece. Under mu. */
 static int64_t colibri_queue_pop(colibri_paging *p, int32_t *piece) {
-    int64_t at = 0;
-    while (at < p->n_queued && !p->slots[p->queue[at]].urgent) at++;
-    if (at == p->n_queued) at = 0;
+    int64_t at = 0, best = colibri_queue_rank(p, p->queue[0]);
+    for (int64_t i = 1; i < p->n_queued && best > 0; i++) {
+        int64_t rank = colibri_queue_rank(p, p->queue[i]);
+        if (rank < best) at = i, best = rank;
+    }
     int64_t s = p->queue[at];
     colibri_slot *slot = &p->slots[s];
     *piece = slot->next_piece++;
@@ -202,15 +221,24 @@ static void colibri_slot_clear(colibri_paging *p, int64_t s) {
 }
 
 /* A slot to fill (under mu): an empty one, else the victim among the cached
- * experts nobody needs now; -1 when there is none. */
-static int64_t colibri_slot_take(colibri_paging *p) {
+ * experts nobody needs now — for a read-ahead, never one held for a coming
+ * layer; for a layer that needs it (demand), held ones only when nothing else
+ * is left, so a layer always gets slots as with no read-ahead. -1 when there
+ * is none. */
+static int64_t colibri_slot_take(colibri_paging *p, int demand) {
     if (p->n_free > 0) return p->free_slots[--p->n_free];
     int64_t victim = -1;
     for (int64_t s = 0; s < p->n_slots; s++) {
         int64_t owner = p->slots[s].owner;
         const colibri_expert_entry *en = &p->entry[owner];
-        if (en->pinned || en->want || en->hold || en->wave) continue;
-        if (victim < 0 || colibri_evict_before(p, owner, p->slots[victim].owner)) victim = s;
+        if (en->pinned || en->want || en->wave || (en->hold && !demand)) continue;
+        if (victim >= 0) {
+            uint8_t held = p->entry[p->slots[victim].owner].hold;
+            if (en->hold > held || (en->hold == held && !colibri_evict_before(p, owner, p->slots[victim].owner))) {
+                continue;
+            }
+        }
+        victim = s;
     }
     if (victim < 0) return -1;
     if (p->slots[victim].state == SLOT_QUEUED) colibri_queue_remove(p, victim);
@@ -234,6 +262,7 @@ static void colibri_slot_fill(colibri_paging *p, int64_t s, int64_t owner, int u
     slot->state = SLOT_QUEUED;
     slot->urgent = (uint8_t)urgent;
     slot->ahead = (uint8_t)!urgent;
+    slot->demand = (uint8_t)urgent;
     slot->failed = 0;
     p->entry[owner].slot = s;
     p->entry[owner].last_use = p->tick;
@@ -246,7 +275,7 @@ static void colibri_slot_fill(colibri_paging *p, int64_t s, int64_t owner, int u
 static void colibri_assign_pending(colibri_paging *p, int32_t l) {
     int32_t done = 0;
     while (done < p->n_pending) {
-        int64_t s = colibri_slot_take(p);
+        int64_t s = colibri_slot_take(p, 1);
         if (s < 0) break;
         colibri_slot_fill(p, s, (int64_t)l * p->E + p->pending[done++], 1);
     }
@@ -254,25 +283,48 @@ static void colibri_assign_pending(colibri_paging *p, int32_t l) {
     p->n_pending -= done;
 }
 
-/* Waits (under mu) until every needed expert of layer l with a slot is read,
- * and makes them the wave. A failed read drops its expert from the step. */
+/* Waits (under mu) for layer l's next wave and makes it: when every needed
+ * expert has a slot, those whose reads are done (waiting only while none
+ * is), so that the step computes on them while the others arrive; else every
+ * needed expert with a slot (the waves for want of slots stay a function of
+ * the routing alone). Which wave an expert runs in never changes its output
+ * (moe.c). A failed read drops its expert from the step. */
 static void colibri_wave_gather(colibri_context *ctx, int32_t l) {
     colibri_paging *p = ctx->paging;
-    double t0 = colibri_now();
-    int waited = 0;
-    for (int32_t i = 0; i < p->n_need; i++) {
-        colibri_expert_entry *en = &p->entry[(int64_t)l * p->E + p->need[i]];
-        if (!en->want || en->slot < 0) continue;
-        while (p->slots[en->slot].state != SLOT_READY) {
-            pthread_cond_wait(&p->done, &p->mu);
-            waited = 1;
+    int split = p->n_pending == 0;
+    double t0 = 0.0;
+    int waiting = 0, ahead_only = 1;
+    for (;;) {
+        int32_t left = 0, ready = 0, demand_left = 0;
+        for (int32_t i = 0; i < p->n_need; i++) {
+            const colibri_expert_entry *en = &p->entry[(int64_t)l * p->E + p->need[i]];
+            if (!en->want || en->slot < 0) continue;
+            left++;
+            if (p->slots[en->slot].state == SLOT_READY) ready++;
+            else demand_left |= p->slots[en->slot].demand;
         }
+        if (ready == left) break;
+        if (split && ready > 0) {
+            p->stats.early_waves++;
+            break;
+        }
+        if (!waiting) {
+            t0 = colibri_now();
+            waiting = 1;
+            colibri_threadpool_nap(ctx->pool);   /* no pool run before a read is done */
+            ahead_only = !demand_left;
+        }
+        pthread_cond_wait(&p->done, &p->mu);
     }
-    if (waited) p->stats.stall_seconds += colibri_now() - t0;
+    if (waiting) {
+        double waited = colibri_now() - t0;
+        p->stats.stall_seconds += waited;
+        if (ahead_only) p->stats.stall_ahead_seconds += waited;
+    }
     for (int32_t i = 0; i < p->n_need; i++) {
         int64_t owner = (int64_t)l * p->E + p->need[i];
         colibri_expert_entry *en = &p->entry[owner];
-        if (!en->want || en->slot < 0) continue;
+        if (!en->want || en->slot < 0 || p->slots[en->slot].state != SLOT_READY) continue;
         if (p->slots[en->slot].failed) {   /* the step reports it (colibri_paging_step_status) */
             int64_t s = en->slot;
             en->want = 0;
@@ -292,22 +344,24 @@ static int colibri_prediction_cmp(const void *a, const void *b) {
     return x->expert < y->expert ? -1 : x->expert > y->expert;
 }
 
-int colibri_paging_predict_job(colibri_context *ctx, int32_t l, int32_t T, colibri_matmul_job *job) {
+int colibri_paging_predict_jobs(colibri_context *ctx, int32_t l, int32_t T, colibri_matmul_job *jobs) {
     colibri_paging *p = ctx->paging;
-    if (!p || !p->prefetch || p->next_moe[l] < 0) return 0;
-    *job = (colibri_matmul_job){.w = &p->m->layers[p->next_moe[l]].t[COLIBRI_T_ROUTER], .x = ctx->s.h,
-                                .x_stride = p->m->hp.n_embd, .y = p->pred_logits, .y_stride = p->E,
-                                .n = T};   /* pred_logits: [T, E] */
-    return 1;
+    int32_t n = 0;
+    for (int32_t next = p ? p->next_moe[l] : -1; p && n < p->prefetch && next >= 0; next = p->next_moe[next], n++) {
+        jobs[n] = (colibri_matmul_job){.w = &p->m->layers[next].t[COLIBRI_T_ROUTER], .x = ctx->s.h,
+                                       .x_stride = p->m->hp.n_embd, .y = p->pred_logits + n * p->pred_stride,
+                                       .y_stride = p->E, .n = T};   /* pred_logits[n]: [T, E] */
+    }
+    return n;
 }
 
 /* The experts layer `next`'s router picks from layer l's input: its logits
- * (pred_logits, computed with layer l's router: colibri_paging_predict_job),
+ * (logits: [T, E], computed with layer l's router: colibri_paging_predict_jobs),
  * bias and routing rule (router.c) applied to each token, the picks counted
  * over the tokens; sorted by count. Runs outside mu (the step's own scratch:
  * the router's work arrays are free once layer l has routed). Returns how
  * many experts were predicted. */
-static int32_t colibri_predict(colibri_context *ctx, int32_t next, int32_t T) {
+static int32_t colibri_predict(colibri_context *ctx, int32_t next, int32_t T, float *logits) {
     colibri_paging *p = ctx->paging;
     const colibri_model *m = p->m;
     const colibri_layer *N = &m->layers[next];
@@ -315,13 +369,13 @@ static int32_t colibri_predict(colibri_context *ctx, int32_t next, int32_t T) {
     int32_t E = p->E, k = p->k;
     if (m->hp.router_bias) {
         const float *b = colibri_vec_load(ctx, &N->t[COLIBRI_T_ROUTER_BIAS]);   /* b: [E] */
-        for (int64_t i = 0; i < (int64_t)T * E; i++) p->pred_logits[i] += b[i % E];
+        for (int64_t i = 0; i < (int64_t)T * E; i++) logits[i] += b[i % E];
     }
     const float *sel_bias = m->hp.router_sel_bias ? colibri_vec_load(ctx, &N->t[COLIBRI_T_ROUTER_SEL_BIAS])
                                                   : NULL;   /* sel_bias: [E] */
     for (int32_t e = 0; e < E; e++) p->pred[e] = (colibri_prediction){0, e};
     for (int32_t t = 0; t < T; t++) {
-        colibri_router_select(&m->router, p->pred_logits + (int64_t)t * E, sel_bias, s->router_work,
+        colibri_router_select(&m->router, logits + (int64_t)t * E, sel_bias, s->router_work,
                               s->router_iwork, p->pred_top, p->pred_gates);
         for (int32_t slot = 0; slot < k; slot++) p->pred[p->pred_top[slot]].count++;
     }
@@ -331,20 +385,22 @@ static int32_t colibri_predict(colibri_context *ctx, int32_t next, int32_t T) {
     return n;
 }
 
-/* Records the prediction for layer `next` and reads ahead its experts that
- * are not cached, into slots nobody needs now, most predicted first (under mu). */
-static void colibri_read_ahead(colibri_paging *p, int32_t next, int32_t n_pred) {
-    p->has_prediction[next] = 1;
-    p->stats.predicted += n_pred;
+/* Records the prediction for layer `next`, made `ahead` MoE layers before it
+ * (1 or 2), holds its experts for that layer and reads ahead those not
+ * cached, into slots nobody needs now, most predicted first (under mu). */
+static void colibri_read_ahead(colibri_paging *p, int32_t next, int32_t n_pred, int32_t ahead) {
+    uint8_t bit = (uint8_t)(1u << (ahead - 1));
+    p->has_prediction[next] |= bit;
+    *(ahead == 1 ? &p->stats.predicted : &p->stats.predicted2) += n_pred;
     for (int32_t i = 0; i < n_pred; i++) {
         int64_t owner = (int64_t)next * p->E + p->pred[i].expert;
-        p->predicted[owner] = 1;
+        p->predicted[owner] |= bit;
         p->entry[owner].hold = 1;
     }
     for (int32_t i = 0; i < n_pred; i++) {
         int64_t owner = (int64_t)next * p->E + p->pred[i].expert;
         if (p->entry[owner].slot >= 0) continue;
-        int64_t s = colibri_slot_take(p);
+        int64_t s = colibri_slot_take(p, 0);
         if (s < 0) break;
         colibri_slot_fill(p, s, owner, 0);
         p->stats.prefetches++;
@@ -372,7 +428,9 @@ void colibri_paging_layer_begin(colibri_context *ctx, int32_t l, int32_t T) {
     int32_t E = p->E;
     pthread_mutex_lock(&p->mu);
     if (l == p->first_moe) colibri_count_tokens(p, T);
+    p->cur_layer = l;
     p->n_need = p->n_pending = 0;
+    uint8_t had = p->has_prediction[l];
     for (int32_t e = 0; e < E; e++) {
         int64_t owner = (int64_t)l * E + e;
         colibri_expert_entry *en = &p->entry[owner];
@@ -383,9 +441,13 @@ void colibri_paging_layer_begin(colibri_context *ctx, int32_t l, int32_t T) {
         en->last_use = p->tick;
         en->want = 1;
         p->stats.lookups++;
-        if (p->has_prediction[l]) {
+        if (had & 1) {
             p->stats.needed_after_prediction++;
-            p->stats.predicted_needed += p->predicted[owner];
+            p->stats.predicted_needed += p->predicted[owner] & 1;
+        }
+        if (had & 2) {
+            p->stats.needed_after_prediction2++;
+            p->stats.predicted2_needed += (p->predicted[owner] >> 1) & 1;
         }
         if (en->slot < 0) {
             p->stats.misses++;
@@ -405,10 +467,19 @@ void colibri_paging_layer_begin(colibri_context *ctx, int32_t l, int32_t T) {
     colibri_assign_pending(p, l);
     int32_t next = p->next_moe[l];
     if (p->prefetch && next >= 0 && p->n_pending == 0) {
-        pthread_mutex_unlock(&p->mu);   /* the readers work while the prediction is computed */
-        int32_t n_pred = colibri_predict(ctx, next, T);
-        pthread_mutex_lock(&p->mu);
-        colibri_read_ahead(p, next, n_pred);
+        /* the next layer first (its reads queue before the one after's); the
+         * one after only while this layer's experts and the two predictions
+         * fill at most half the slots not pinned (a prefill chunk in a small
+         * cache would evict its guesses before their layer came) */
+        int64_t room = p->n_slots - p->pinned, taken = p->n_need;
+        for (int32_t ahead = 1; ahead <= p->prefetch && next >= 0; ahead++, next = p->next_moe[next]) {
+            pthread_mutex_unlock(&p->mu);   /* the readers work while the prediction is computed */
+            int32_t n_pred = colibri_predict(ctx, next, T, p->pred_logits + (ahead - 1) * p->pred_stride);
+            pthread_mutex_lock(&p->mu);
+            taken += n_pred;
+            if (ahead > 1 && 2 * taken > room) break;
+            colibri_read_ahead(p, next, n_pred, ahead);
+        }
         colibri_profile_mark(ctx, COLIBRI_STAGE_ROUTER, l);
     }
     colibri_wave_gather(ctx, l);
@@ -427,16 +498,18 @@ int colibri_paging_next_wave(colibri_context *ctx, int32_t l) {
     colibri_paging *p = ctx->paging;
     if (!p) return 0;
     pthread_mutex_lock(&p->mu);
+    int left = 0;   /* needed experts with a slot, not run yet (still being read) */
     for (int32_t i = 0; i < p->n_need; i++) {
         colibri_expert_entry *en = &p->entry[(int64_t)l * p->E + p->need[i]];
         if (en->wave) en->wave = en->want = 0;
+        else left |= en->want && en->slot >= 0;
     }
-    int more = p->n_pending > 0;
-    if (more) {
+    int more = p->n_pending > 0 || left;
+    if (p->n_pending > 0) {
         p->stats.waves++;
         colibri_assign_pending(p, l);
-        colibri_wave_gather(ctx, l);
     }
+    if (more) colibri_wave_gather(ctx, l);
     pthread_mutex_unlock(&p->mu);
     if (more) colibri_profile_mark(ctx, COLIBRI_STAGE_EXPERT_WAIT, l);
     return more;
@@ -525,7 +598,8 @@ static int colibri_paging_tables(colibri_paging *p, const colibri_context *ctx, 
     p->pred = malloc((size_t)E * sizeof *p->pred);
     p->pred_top = malloc((size_t)p->k * sizeof *p->pred_top);
     p->pred_gates = malloc((size_t)p->k * sizeof *p->pred_gates);
-    p->pred_logits = malloc((size_t)ctx->n_batch * (size_t)E * sizeof *p->pred_logits);
+    p->pred_stride = (int64_t)ctx->n_batch * E;
+    p->pred_logits = malloc(2 * (size_t)p->pred_stride * sizeof *p->pred_logits);
     if (!p->next_moe || !p->layout || !p->entry || !p->predicted || !p->has_prediction || !p->need ||
         !p->pending || !p->pred || !p->pred_top || !p->pred_gates || !p->pred_logits) {
         return colibri_error_set(COLIBRI_ERR_NOMEM, "paging: out of memory");
@@ -583,8 +657,9 @@ COLIBRI_API int colibri_context_page_experts(colibri_context *ctx, const colibri
         return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: n_slots must be >= 1, got %lld",
                                  (long long)opt->n_slots);
     }
-    if (opt->prefetch != 0 && opt->prefetch != 1) {
-        return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: prefetch must be 0 or 1");
+    if (opt->prefetch < 0 || opt->prefetch > 2) {
+        return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: prefetch must be 0, 1 or 2, got %d",
+                                 opt->prefetch);
     }
     if (!colibri_host_little_endian()) {
         return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: paging needs a little-endian host");
@@ -643,7 +718,7 @@ COLIBRI_API int colibri_paging_pin(colibri_context *ctx, const int32_t *layers, 
         int64_t owner = (int64_t)layers[i] * p->E + experts[i];
         colibri_expert_entry *en = &p->entry[owner];
         if (en->pinned) continue;
-        if (en->slot < 0) colibri_slot_fill(p, colibri_slot_take(p), owner, 1);   /* fresh < free slots */
+        if (en->slot < 0) colibri_slot_fill(p, colibri_slot_take(p, 1), owner, 1);   /* fresh < free slots */
         en->pinned = 1;
         p->pinned++;
     }

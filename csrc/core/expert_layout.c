@@ -188,9 +188,9 @@ COLIBRI_API int colibri_model_paging_sizes(const colibri_model *m, int32_t n_bat
     }
     sizes->n_experts = n_moe * E;
     /* per (layer, expert): its layout, entry and slot record; per token of a
-     * batch: the read-ahead logits; plus the readers' stacks */
+     * batch: the read-ahead logits (one and two layers ahead); plus the readers' stacks */
     sizes->overhead_bytes = (uint64_t)cells * (sizeof(colibri_expert_layout) + 64) +
                             (uint64_t)sizes->n_experts * (sizeof(colibri_tensor) * COLIBRI_EXPERT_KINDS + 32) +
-                            (uint64_t)n_batch * (uint64_t)E * sizeof(float) + ((uint64_t)1 << 20);
+                            2 * (uint64_t)n_batch * (uint64_t)E * sizeof(float) + ((uint64_t)1 << 20);
     return COLIBRI_OK;
 }

@@ -117,16 +117,17 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
     int32_t E = hp->n_expert, k = hp->n_expert_used;
     int64_t D = hp->n_embd, Fe = hp->n_ff_expert;
 
-    /* ROUTER (+ the shared expert's router logit, + when paging the next MoE
-     * layer's router on this input, for its read-ahead, in the same pool run) */
-    colibri_matmul_job router[3] = {
+    /* ROUTER (+ the shared expert's router logit, + when paging the next one
+     * or two MoE layers' routers on this input, for the read-ahead, in the
+     * same pool run) */
+    colibri_matmul_job router[2 + COLIBRI_PREFETCH_MAX] = {
         {.w = &L->t[COLIBRI_T_ROUTER], .x = s->h, .x_stride = D, .y = s->router_logits, .y_stride = E,   /* [T, E] */
          .n = T},
         {.w = &L->t[COLIBRI_T_SHARED_ROUTER], .x = s->h, .x_stride = D, .y = s->shared_logit,   /* [T, 1] */
          .y_stride = 1, .n = T},
     };
     int32_t n_router = hp->shared_gated ? 2 : 1;
-    n_router += colibri_paging_predict_job(ctx, layer, T, &router[n_router]);
+    n_router += colibri_paging_predict_jobs(ctx, layer, T, &router[n_router]);
     colibri_matmul_run(ctx, router, n_router);
     if (hp->router_bias) {
         const float *b = colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_BIAS]);   /* b: [E] */

@@ -25,13 +25,14 @@ typedef struct colibri_paging colibri_paging;   /* a context's expert cache (exp
 
 /* ---- forward-pass hooks (moe.c, forward.c, context.c) ---------------------------- */
 
-/* Fills *job with the next MoE layer's router on layer `layer`'s input (for
- * the read-ahead's prediction; run with the layer's own router) and returns
- * 1; 0 when there is nothing to predict (no paging, no read-ahead, the last
- * MoE layer). */
-int colibri_paging_predict_job(colibri_context *ctx, int32_t layer, int32_t n_tokens, colibri_matmul_job *job);
+/* Fills jobs[0..n) with the next n MoE layers' routers on layer `layer`'s
+ * input (for the read-ahead's predictions; run with the layer's own router)
+ * and returns n: up to the read-ahead depth (2), fewer near the last MoE
+ * layer, 0 without paging or read-ahead. */
+#define COLIBRI_PREFETCH_MAX 2
+int colibri_paging_predict_jobs(colibri_context *ctx, int32_t layer, int32_t n_tokens, colibri_matmul_job *jobs);
 /* Layer `layer` is about to run the experts its dispatcher counted
- * (ctx->s.expert_count): asks for them, reads ahead for the next MoE layer,
+ * (ctx->s.expert_count): asks for them, reads ahead for the next MoE layers,
  * and returns once the first wave's experts are in their slots. No-op when
  * ctx does not page. */
 void colibri_paging_layer_begin(colibri_context *ctx, int32_t layer, int32_t n_tokens);

@@ -22,6 +22,11 @@ colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *
 int colibri_threadpool_pinned(const colibri_threadpool *pool);
 void colibri_threadpool_run(colibri_threadpool *pool, colibri_task_fn fn, void *task_ctx);
 void colibri_threadpool_free(colibri_threadpool *pool);
+/* The caller is about to block on something else (storage) and will not
+ * start a run for a while: idle workers go to sleep now instead of spinning
+ * (a spinning vCPU takes host CPU the wait itself may need). The next run
+ * wakes them as usual (a futex wake-up each). */
+void colibri_threadpool_nap(colibri_threadpool *pool);
 
 /* Per-thread timing for the profiler (off by default: one branch per run).
  * While on, each worker adds the time it spends inside fn and the caller the

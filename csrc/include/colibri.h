@@ -465,8 +465,10 @@ COLIBRI_API int colibri_model_paging_sizes(const colibri_model *m, int32_t n_bat
 typedef struct colibri_paging_options {
     int64_t n_slots;           /* expert slots in the arena, >= 1 */
     int32_t n_io_threads;      /* reader threads; <= 0: 4 */
-    int32_t prefetch;          /* 1: read ahead the experts the next MoE layer's router
-                                  predicts from this layer's input */
+    int32_t prefetch;          /* read-ahead depth: 1 reads ahead the experts the next MoE
+                                  layer's router predicts from this layer's input; 2 also
+                                  those of the MoE layer after it (its router on the same
+                                  input); 0 none */
     int32_t direct_io;         /* 1: O_DIRECT where the file system takes it; 0: buffered
                                   reads, their pages dropped (POSIX_FADV_DONTNEED) */
     int32_t aging_tokens;      /* use counts halve every this many tokens; <= 0: 256 */
@@ -500,8 +502,16 @@ typedef struct colibri_paging_stats {
     int64_t needed_after_prediction;   /* experts needed by a layer that had a prediction */
     int64_t reads;             /* expert reads issued (demand + ahead) */
     int64_t bytes_read;        /* bytes read from storage */
-    int64_t waves;             /* expert passes beyond one per MoE layer and step */
+    int64_t waves;             /* expert passes beyond one per MoE layer and step, for want
+                                  of slots (not the passes over experts read while others
+                                  are still being read) */
     double stall_seconds;      /* the forward step waiting for reads */
+    int64_t predicted2;        /* experts predicted two MoE layers ahead (prefetch 2) */
+    int64_t predicted2_needed; /* experts needed by a layer with such a prediction, and in it */
+    int64_t needed_after_prediction2;  /* experts needed by a layer with such a prediction */
+    double stall_ahead_seconds;        /* of stall_seconds: waiting for reads ahead not done yet */
+    int64_t early_waves;       /* expert passes run while other experts of the same layer step
+                                  were still being read (timing-dependent; not in `waves`) */
 } colibri_paging_stats;
 
 /* Fills *stats (reset != 0: then zeroes the counters). Fails when ctx does not page. */

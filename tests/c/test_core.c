@@ -439,6 +439,29 @@ static void test_router(void) {
     CHECK_STATUS(colibri_route(&hp, rows, NULL, 2, ex, gt), COLIBRI_ERR_INVALID);
 }
 
+/* colibri_threadpool_nap between runs (the paging code naps the workers while
+ * the step waits for a read): every run still runs every thread index once,
+ * whether the workers were spinning, napping or asleep when it started. */
+static void pool_count(void *arg, int32_t i, int32_t n) {
+    (void)n;
+    ((int32_t *)arg)[i]++;
+}
+
+static void test_threadpool_nap(void) {
+    colibri_threadpool *pool = colibri_threadpool_create(3, NULL);
+    CHECK(pool != NULL, "pool of 3: %s", colibri_last_error());
+    if (!pool) return;
+    int32_t count[3] = {0, 0, 0};
+    for (int32_t r = 0; r < 3000; r++) {
+        if (r % 3 == 0) colibri_threadpool_nap(pool);
+        if (r % 500 == 0) usleep(2000);   /* past the spin: the workers sleep */
+        colibri_threadpool_run(pool, pool_count, count);
+    }
+    CHECK(count[0] == 3000 && count[1] == 3000 && count[2] == 3000, "runs with naps: %d %d %d of 3000", count[0],
+          count[1], count[2]);
+    colibri_threadpool_free(pool);
+}
+
 static void test_dispatch_aggregate(void) {
     /* experts: [T=3, k=2] */
     const int32_t experts[6] = {2, 0, 0, 1, 2, 1};
@@ -657,7 +680,7 @@ static int test_trace(colibri_context *ctx, float *logits) {
 }
 
 /* Paging changes only where the expert bytes come from: contexts paging the
- * experts of one model through 1, 2 or all 6 slots, with read-ahead or not,
+ * experts of one model through 1, 2 or all 6 slots, read-ahead depth 0, 1, 2,
  * give the logits of a context that does not, bitwise; then the API's refusals
  * and a file that shrinks under a paging context (COLIBRI_ERR_IO). */
 static void test_paging(int32_t dtype) {
@@ -675,18 +698,19 @@ static void test_paging(int32_t dtype) {
     CHECK_STATUS(colibri_paging_stats_read(ctx, &(colibri_paging_stats){0}, 0), COLIBRI_ERR_STATE);
     colibri_context_free(ctx);
     int64_t slots[3] = {1, 2, 6};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 9; i++) {
         ctx = colibri_context_create(tm.m, 16, 1, 6, 1 + i % 2);
-        colibri_paging_options opt = {slots[i / 2], 2, i % 2, 1, 0};
+        colibri_paging_options opt = {slots[i / 3], 2, i % 3, 1, 0};
         CHECK(colibri_context_page_experts(ctx, &opt) == 0, "page_experts: %s", colibri_last_error());
         memset(got, 0, sizeof got);
         CHECK(test_trace(ctx, got) == 0, "paged trace: %s", colibri_last_error());
         CHECK(memcmp(got, want, (size_t)10 * tm.hp.n_vocab * sizeof(float)) == 0,
               "dtype %d, %lld slots, read-ahead %d: paged logits == resident bitwise", dtype,
-              (long long)slots[i / 2], i % 2);
+              (long long)slots[i / 3], i % 3);
         colibri_paging_stats st;
         CHECK(colibri_paging_stats_read(ctx, &st, 1) == 0 && st.lookups == st.hits + st.misses && st.misses > 0 &&
-              st.tokens == 10 && st.n_slots == slots[i / 2] && st.reads == st.misses + st.prefetches,
+              st.tokens == 10 && st.n_slots == slots[i / 3] && st.reads == st.misses + st.prefetches &&
+              st.predicted2 == 0 && st.stall_ahead_seconds <= st.stall_seconds,   /* one MoE layer: nothing 2 ahead */
               "stats: %lld lookups, %lld hits, %lld misses", (long long)st.lookups, (long long)st.hits,
               (long long)st.misses);
         colibri_paging_options again = {1, 1, 0, 1, 0};
@@ -694,8 +718,9 @@ static void test_paging(int32_t dtype) {
         colibri_context_free(ctx);
     }
     ctx = colibri_context_create(tm.m, 16, 1, 6, 2);
-    colibri_paging_options none = {0, 1, 0, 1, 0}, one = {1, 1, 0, 1, 0};
+    colibri_paging_options none = {0, 1, 0, 1, 0}, one = {1, 1, 0, 1, 0}, deep = {1, 1, 3, 1, 0};
     CHECK_STATUS(colibri_context_page_experts(ctx, &none), COLIBRI_ERR_INVALID);
+    CHECK_STATUS(colibri_context_page_experts(ctx, &deep), COLIBRI_ERR_INVALID);
     CHECK(colibri_context_page_experts(ctx, &one) == 0, "page_experts: %s", colibri_last_error());
     int32_t pin_layer[2] = {1, 1}, pin_expert[2] = {0, 3};
     CHECK_STATUS(colibri_paging_pin(ctx, pin_layer, pin_expert, 1), COLIBRI_ERR_INVALID);   /* the only slot */
@@ -1047,6 +1072,7 @@ int main(void) {
     test_exp();
     test_router();
     test_dispatch_aggregate();
+    test_threadpool_nap();
     test_prefill_vs_steps(COLIBRI_DTYPE_F32, COLIBRI_DTYPE_F32, 0);
     test_prefill_vs_steps(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32, 0);
     test_prefill_vs_steps(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16, 0);
