@@ -151,6 +151,9 @@ def test_engine_sliced_prefill_keeps_tokens_and_routes(demo):
         while engine.step():
             sliced_steps += bool(engine.scheduler.carried)
         assert sliced_steps > 0, f"{options}: no chunk was sliced"
+        # every token fed is counted once, and routed once per MoE layer, however it was sliced
+        routed = engine.stats.expert_tokens.sum(axis=1)                       # [n_moe]
+        assert (routed == engine.stats.batch_tokens * demo.config.top_k).all(), options
         for outs, want in zip((list(s) for s in streams), alone):
             got = [(o.token, o.text) for o in outs if o.token is not None]
             assert got == [(o.token, o.text) for o in want if o.token is not None], options

@@ -16,7 +16,7 @@ class StepResult:
     experts: np.ndarray | None  # [n_moe_layers, n_wanted, k] int32: their routing (None: no MoE layer)
     gates: np.ndarray | None    # [n_moe_layers, n_wanted, k] float32
     expert_tokens: np.ndarray | None   # [n_moe_layers, E] int64: tokens each expert took this step
-    n_tokens: int
+    n_tokens: int               # tokens fed this step (a carried chunk's count in the step it started)
 
 
 class Runner:
@@ -64,8 +64,9 @@ class Runner:
         sliced = [w for w in plan if w.layers is not None]
         span = (sum(w.end - w.start for w in sliced), *sliced[0].layers) if sliced else None
         self._model._context().forward(tokens, positions, seqs, want, self._out, span)
+        n_fed = n_tokens - span[0] if span and span[1] > 0 else n_tokens
         if not self.top_k:
-            return StepResult(logits, None, None, None, n_tokens)
+            return StepResult(logits, None, None, None, n_fed)
         active = np.ones((len(self.moe_layers), n_tokens), dtype=bool)           # [n_moe, T]: rows each layer ran
         if span:
             n_span, begin, end = span
@@ -80,4 +81,4 @@ class Runner:
         pairs = np.broadcast_to(active[:, :, None], moe_experts.shape)
         counts = np.bincount((moe_experts + offsets)[pairs], minlength=len(self.moe_layers) * self.n_expert)
         return StepResult(logits, moe_experts[:, wanted_rows].copy(), gates[self.moe_layers][:, wanted_rows].copy(),
-                          counts.reshape(len(self.moe_layers), self.n_expert), n_tokens)
+                          counts.reshape(len(self.moe_layers), self.n_expert), n_fed)
