@@ -331,7 +331,7 @@ def _serve_parser(sub) -> None:
     serve.add_argument("--batch", type=_positive_int, default=256, help="most tokens in one forward step")
     serve.add_argument("--prefill-chunk", type=_positive_int, default=64,
                        help="most prompt tokens per step while other sequences decode")
-    serve.add_argument("--prefill-slack", type=_non_negative_float, default=0.6,
+    serve.add_argument("--prefill-slack", type=_non_negative_float, default=0.7,
                        help="while sequences decode, a prompt chunk runs as many layers a step as keep the step "
                             "within 1 + this times a decode step (0: the whole chunk in one step)")
     serve.add_argument("--prefill-layers", type=_positive_int, default=None,

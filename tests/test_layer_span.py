@@ -183,18 +183,24 @@ def test_engine_drops_a_chunk_whose_request_is_cancelled(demo):
 
 
 def test_pacer_rules():
-    from colibri.serving.pacing import PrefillPacer
+    from colibri.serving.pacing import PROBE_EVERY, PrefillPacer
     pacer = PrefillPacer(24, slack=0.5)
-    assert pacer.layers(4, 64) == 6                         # nothing measured: a quarter first
+    assert pacer.layers(4, 4, 64) == 6                      # nothing measured: a quarter first
+    assert pacer.layers(4, 4, 64, may_pause=True) == 0      # ... or a decode-only step to measure 4
     pacer.observe(4, 0, 0, 0.030)                           # decode-only step of 4: 30 ms
     pacer.observe(4, 64, 6, 0.030 + 6 * 0.005)              # a 64-token chunk layer adds 5 ms
-    assert pacer.layers(4, 64) == 3                         # 0.5 * 30 ms / 5 ms
-    assert pacer.layers(8, 64) == 3                         # 8 running: 4's step stands in (never more)
-    assert pacer.layers(4, 100) == 3                        # a larger size class: the largest measured
-    pacer.observe(8, 0, 0, 0.100)
-    assert pacer.layers(8, 64) == 10
-    assert PrefillPacer(24, slack=None).layers(4, 64) == 24
-    assert PrefillPacer(24, layers=30).layers(4, 64) == 24
+    assert pacer.layers(4, 4, 64) == 3                      # 0.5 * 30 ms / 5 ms
+    assert pacer.layers(8, 4, 64) == 6                      # 8 hold slots: 4's step scaled by 8/4
+    assert pacer.layers(4, 4, 100) == 3                     # a larger size class: the largest measured
+    pacer.observe(8, 0, 0, 0.040)                           # two counts: a line through both
+    assert pacer.layers(8, 4, 64) == 4 and pacer.layers(16, 4, 64) == 6
+    assert pacer.layers(2, 2, 64) == 2                      # below every count: the line too (25 ms)
+    assert pacer.layers(4, 3, 64, may_pause=True) == 3      # 3 unmeasured, but a probe was just planned...
+    for _ in range(PROBE_EVERY):
+        pacer.observe(4, 64, 3, 0.045)
+    assert pacer.layers(4, 3, 64, may_pause=True) == 0      # ... and PROBE_EVERY steps later, one is
+    assert PrefillPacer(24, slack=None).layers(4, 4, 64) == 24
+    assert PrefillPacer(24, layers=30).layers(4, 4, 64) == 24
     for bad in ({"slack": 0.0}, {"layers": 0}):
         with pytest.raises(ValueError):
             PrefillPacer(24, **bad)

@@ -53,7 +53,7 @@ class ServerConfig:
     max_body: int = 1 << 20       # bytes
     batch: int = 256              # most tokens of one forward step
     prefill_chunk: int = 64       # most prompt tokens per step while others decode
-    prefill_slack: float | None = 0.6   # layer-sliced prefill pacing (serving/pacing.py); None: whole chunks
+    prefill_slack: float | None = 0.7   # layer-sliced prefill pacing (serving/pacing.py); None: whole chunks
     prefill_layers: int | None = None   # a fixed number of chunk layers per step instead
     mem_budget: int | str | None = "auto"   # paging (docs/PAGING.md): as colibri.load's
     expert_slots: int | None = None

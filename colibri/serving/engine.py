@@ -78,7 +78,7 @@ class Stream:
 
 
 class Engine:
-    def __init__(self, model, *, max_queue: int = 256, prefill_chunk: int = 64, prefill_slack: float | None = 0.6,
+    def __init__(self, model, *, max_queue: int = 256, prefill_chunk: int = 64, prefill_slack: float | None = 0.7,
                  prefill_layers: int | None = None, observer: Observer | None = None):
         """model: a colibri Model whose context has one slot per concurrent sequence
         (colibri.load(..., n_seq=N, n_batch=B), B > N); the engine then owns its context.

@@ -82,7 +82,7 @@ class Scheduler:
         work = [Work(s, s.computed, s.computed + 1) for s in decoding]
         carried, self.carried = self.carried, []
         if carried and all(w.seq.state is State.RUNNING for w in carried):
-            return work + self._slice(carried, carried[0].layers[1], bool(decoding))
+            return work + self._slice(carried, carried[0].layers[1], len(decoding))
         # (a chunk whose sequence ended is dropped: the core discards its states at this step)
         budget = self.n_batch - len(work)
         if decoding:
@@ -97,15 +97,20 @@ class Scheduler:
             chunk.append(Work(seq, seq.computed, end))
             budget -= end - seq.computed
         if decoding and chunk and self.pacer is not None and self.pacer.slicing:
-            chunk = self._slice(chunk, 0, True)
+            chunk = self._slice(chunk, 0, len(decoding))
         return work + chunk
 
-    def _slice(self, chunk: list[Work], begin: int, beside_decoding: bool) -> list[Work]:
-        """The chunk's works from layer `begin` for as many layers as the pacer allows (all the
-        rest when nothing decodes); remembered for the next step unless they finish."""
+    def _slice(self, chunk: list[Work], begin: int, n_decoding: int) -> list[Work]:
+        """The chunk's works from layer `begin` for as many layers as the pacer allows beside
+        n_decoding decoding sequences (all the rest when none decodes; none, before its first
+        layer, when the pacer wants a decode-only step); remembered for the next step unless they
+        finish."""
         n_layer = self.pacer.n_layer
-        n = self.pacer.layers(len(self.running), sum(w.end - w.start for w in chunk))
-        end = min(n_layer, begin + n) if beside_decoding else n_layer
+        n = self.pacer.layers(len(self.running), n_decoding, sum(w.end - w.start for w in chunk),
+                              may_pause=begin == 0)    # (a chunk in flight must go on: no other step keeps it)
+        if n_decoding and n == 0:
+            return []
+        end = min(n_layer, begin + n) if n_decoding else n_layer
         sliced = [Work(w.seq, w.start, w.end, (begin, end), n_layer) for w in chunk]
         if end < n_layer:
             self.carried = sliced
