@@ -185,7 +185,7 @@ def test_engine_drops_a_chunk_whose_request_is_cancelled(demo):
 def test_pacer_rules():
     from colibri.serving.pacing import PROBE_EVERY, PrefillPacer
     pacer = PrefillPacer(24, slack=0.5)
-    assert pacer.layers(4, 4, 64) == 6                      # nothing measured: a quarter first
+    assert pacer.layers(4, 4, 64) == 1                      # nothing measured: one layer first
     assert pacer.layers(4, 4, 64, may_pause=True) == 0      # ... or a decode-only step to measure 4
     pacer.observe(4, 0, 0, 0.030)                           # decode-only step of 4: 30 ms
     pacer.observe(4, 64, 6, 0.030 + 6 * 0.005)              # a 64-token chunk layer adds 5 ms

@@ -57,7 +57,7 @@ class PrefillPacer:
         base = self._decode_estimate(n_running)
         layer = self._layer_estimate(chunk_tokens)
         if base is None or layer is None:
-            return max(1, self.n_layer // 4)    # measure a quarter of the layers first
+            return 1                            # measure the cheapest slice first
         return max(1, min(self.n_layer, int(self.slack * base / max(layer, 1e-9))))
 
     def chunk_tokens(self, n_running: int, budget: int) -> int:
