@@ -97,10 +97,11 @@ class ServerProcess:
         self._log.close()
 
 
-def colibri_server(model: Path, slots: int, ctx: int, threads: int, port: int, log: Path) -> ServerProcess:
+def colibri_server(model: Path, slots: int, ctx: int, threads: int, port: int, log: Path,
+                   extra: list[str]) -> ServerProcess:
     return ServerProcess([sys.executable, "-m", "colibri", "serve", str(model), "--port", str(port), "-np",
                           str(slots), "-c", str(ctx), "-t", str(threads), "--kv-type", "f16",
-                          "--max-queue", "256", "--log-level", "warning"], port, log)
+                          "--max-queue", "256", "--log-level", "warning", *extra], port, log)
 
 
 def llama_server(binary: Path, model: Path, slots: int, ctx: int, threads: int, port: int, log: Path) -> ServerProcess:
@@ -237,6 +238,7 @@ def main() -> None:
     p.add_argument("--ctx", type=int, default=PROMPT_RANGE[1] + GEN, help="positions per slot")
     p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary (llama.cpp)")
     p.add_argument("--no-overhead", action="store_true", help="skip the colibri bench baseline")
+    p.add_argument("--colibri-args", default="", help="extra `colibri serve` options, e.g. \"--prefill-slack 0\"")
     p.add_argument("--out", type=Path, default=Path("serve_results.json"))
     args = p.parse_args()
     engines = args.engines.split(",")
@@ -255,7 +257,8 @@ def main() -> None:
             for engine in engines:
                 port = free_port()
                 log = logs / f"{shape_name}-{engine}-{clients}.log"
-                server = (colibri_server(path, clients, args.ctx, args.threads, port, log) if engine == "colibri"
+                server = (colibri_server(path, clients, args.ctx, args.threads, port, log, args.colibri_args.split())
+                          if engine == "colibri"
                           else llama_server(args.llama_server, path, clients, args.ctx, args.threads, port, log))
                 try:
                     server.wait_ready()
@@ -270,6 +273,8 @@ def main() -> None:
                 row = {"shape": shape_name, "engine": engine, "clients": clients, "threads": args.threads,
                        "ctx_per_slot": args.ctx, "loadavg_before": before, "loadavg_after": loadavg(),
                        **summarize(results, wall)}
+                if engine == "colibri" and args.colibri_args:
+                    row["colibri_args"] = args.colibri_args
                 if bench:
                     row["bench_decode_p50_ms_runs"] = bench
                     row["bench_decode_p50_ms"] = statistics.median(bench)

@@ -96,6 +96,11 @@ class Batch(ctypes.Structure):
     ]
 
 
+class LayerSpan(ctypes.Structure):
+    """colibri_layer_span: the batch's last n_tokens run layers [layer_begin, layer_end) only."""
+    _fields_ = [(name, ctypes.c_int32) for name in ("n_tokens", "layer_begin", "layer_end")]
+
+
 class Outputs(ctypes.Structure):
     _fields_ = [
         ("logits", ctypes.POINTER(ctypes.c_float)),
@@ -158,6 +163,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "colibri_seq_len": (c_i32, [vp, c_i32]),
         "colibri_seq_clear": (c_int, [vp, c_i32]),
         "colibri_forward": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(Outputs)]),
+        "colibri_forward_span": (c_int, [vp, ctypes.POINTER(Batch), ctypes.POINTER(LayerSpan),
+                                         ctypes.POINTER(Outputs)]),
         "colibri_model_load": (vp, [ctypes.c_char_p]),
         "colibri_route": (c_int, [ctypes.POINTER(Hparams), vp, vp, c_i32, vp, vp]),
         "colibri_quantize": (c_int, [c_i32, vp, vp, c_i64]),

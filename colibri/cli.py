@@ -287,18 +287,29 @@ def cmd_serve(args) -> int:
                           api_key=args.api_key or os.environ.get("COLIBRI_API_KEY") or None,
                           max_queue=args.max_queue, timeout=args.timeout, max_tokens=args.max_tokens,
                           max_body=args.max_body, batch=args.batch, prefill_chunk=args.prefill_chunk,
-                          **_paging_kwargs(args))
+                          prefill_slack=None if args.prefill_slack == 0 else args.prefill_slack,
+                          prefill_layers=args.prefill_layers, **_paging_kwargs(args))
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
 def _positive_float(text: str) -> float:
+    return _float_at_least(text, 0.0, strict=True)
+
+
+def _non_negative_float(text: str) -> float:
+    return _float_at_least(text, 0.0, strict=False)
+
+
+def _float_at_least(text: str, low: float, *, strict: bool) -> float:
+    """A finite number above `low` (or at it, when not strict), for argparse."""
+    kind = "positive" if strict else "non-negative"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a {kind} number, got {text!r}") from None
+    if not (value > low if strict else value >= low) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a {kind} number, got {text!r}")
     return value
 
 
@@ -322,6 +333,12 @@ def _serve_parser(sub) -> None:
     serve.add_argument("--batch", type=_positive_int, default=256, help="most tokens in one forward step")
     serve.add_argument("--prefill-chunk", type=_positive_int, default=64,
                        help="most prompt tokens per step while other sequences decode")
+    serve.add_argument("--prefill-slack", type=_non_negative_float, default=0.7,
+                       help="while sequences decode, a prompt chunk runs as many layers a step as keep the step "
+                            "within 1 + this times a decode step (0: the whole chunk in one step)")
+    serve.add_argument("--prefill-layers", type=_positive_int, default=None,
+                       help="layers a prompt chunk runs per step beside decoding sequences (fixed, instead of "
+                            "--prefill-slack's measured pacing)")
     serve.add_argument("--model-name", default=None, help="the model id clients use (default: from the path)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     _paging_flags(serve)

@@ -229,8 +229,10 @@ class NativeContext:
             raise ValueError(_native.last_error())
 
     def forward(self, tokens: np.ndarray, positions: np.ndarray, seqs: np.ndarray,
-                want: np.ndarray | None, outputs: _native.Outputs) -> None:
-        """One step. tokens/positions/seqs: [T] int32; want: [T] int8 or None."""
+                want: np.ndarray | None, outputs: _native.Outputs,
+                span: tuple[int, int, int] | None = None) -> None:
+        """One step. tokens/positions/seqs: [T] int32; want: [T] int8 or None. span: (n, begin, end):
+        the last n tokens run layers [begin, end) only (colibri_forward_span)."""
         batch = _native.Batch(
             n_tokens=len(tokens),
             token=_native.as_ptr(tokens, ctypes.c_int32),
@@ -238,7 +240,10 @@ class NativeContext:
             seq=_native.as_ptr(seqs, ctypes.c_int32),
             want_logits=_native.as_ptr(want, ctypes.c_int8),
         )
-        status = _native.lib().colibri_forward(self.handle, ctypes.byref(batch), ctypes.byref(outputs))
+        layer_span = _native.LayerSpan(*span) if span else None
+        status = _native.lib().colibri_forward_span(self.handle, ctypes.byref(batch),
+                                                    ctypes.byref(layer_span) if layer_span else None,
+                                                    ctypes.byref(outputs))
         if status == _native.STATUS_IO:   # a paged expert could not be read from its file
             raise ModelError(_native.last_error())
         if status:

@@ -53,6 +53,8 @@ class ServerConfig:
     max_body: int = 1 << 20       # bytes
     batch: int = 256              # most tokens of one forward step
     prefill_chunk: int = 64       # most prompt tokens per step while others decode
+    prefill_slack: float | None = 0.7   # layer-sliced prefill pacing (serving/pacing.py); None: whole chunks
+    prefill_layers: int | None = None   # a fixed number of chunk layers per step instead
     mem_budget: int | str | None = "auto"   # paging (docs/PAGING.md): as colibri.load's
     expert_slots: int | None = None
     expert_profile: Path | None = None
@@ -82,7 +84,9 @@ class ServerState:
                                  mem_budget=c.mem_budget, expert_slots=c.expert_slots,
                                  expert_profile=c.expert_profile, prefetch=c.prefetch)
             try:
-                engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk, observer=self.metrics)
+                engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk,
+                                prefill_slack=c.prefill_slack, prefill_layers=c.prefill_layers,
+                                observer=self.metrics)
             except BaseException:
                 model.close()
                 raise

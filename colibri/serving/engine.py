@@ -33,6 +33,7 @@ import numpy as np
 
 from ..generation import eos_ids, sampling_params
 from .request import GenerationParams, Output, Sequence, State
+from .pacing import PrefillPacer
 from .runner import Runner, StepResult
 from .scheduler import Scheduler, Work
 from .slots import SlotTable
@@ -77,11 +78,15 @@ class Stream:
 
 
 class Engine:
-    def __init__(self, model, *, max_queue: int = 256, prefill_chunk: int = 64, observer: Observer | None = None):
+    def __init__(self, model, *, max_queue: int = 256, prefill_chunk: int = 64, prefill_slack: float | None = 0.7,
+                 prefill_layers: int | None = None, observer: Observer | None = None):
         """model: a colibri Model whose context has one slot per concurrent sequence
         (colibri.load(..., n_seq=N, n_batch=B), B > N); the engine then owns its context.
         max_queue: most sequences waiting for a slot (QueueFull beyond).
-        prefill_chunk: most prompt tokens a step takes while any sequence decodes."""
+        prefill_chunk: most prompt tokens a step takes while any sequence decodes.
+        prefill_slack: while sequences decode, a prompt chunk runs as many layers a step as keep the
+        step within 1 + slack times a decode step (pacing.py; None: the whole chunk in one step);
+        prefill_layers: a fixed number of layers a step instead."""
         if model.tokenizer is None:
             raise ValueError(f"{model.path}: the model has no tokenizer; the engine needs one for text")
         ctx = model._context()
@@ -89,8 +94,9 @@ class Engine:
         self.n_ctx = ctx.n_ctx
         self.max_queue = max_queue
         self.slots = SlotTable(ctx.n_seq)
-        self.scheduler = Scheduler(self.slots, n_batch=ctx.n_batch, prefill_chunk=prefill_chunk)
         self.runner = Runner(model)
+        self.pacer = PrefillPacer(self.runner.n_layer, slack=prefill_slack, layers=prefill_layers)
+        self.scheduler = Scheduler(self.slots, n_batch=ctx.n_batch, prefill_chunk=prefill_chunk, pacer=self.pacer)
         self.stats = EngineStats(len(self.runner.moe_layers), self.runner.n_expert)
         self.observer = observer or Observer()
         self._eos = eos_ids(model)
@@ -217,13 +223,21 @@ class Engine:
         plan = self.scheduler.plan()
         if not plan:
             return False
+        n_decode = sum(1 for w in plan if w.seq.decoding)
+        started = time.perf_counter()
         try:
             result = self.runner.run(plan)
         except Exception as exc:   # the C core refused the batch: fail its sequences, keep the rest
             log.exception("forward step failed")
+            self.scheduler.drop_carried()
             for w in plan:
                 self._finish(w.seq, "error", time.monotonic(), error=str(exc).splitlines()[0], cache_valid=False)
             return True
+        seconds = time.perf_counter() - started
+        chunk = plan[n_decode:]
+        if not chunk or chunk[0].layers is not None:   # decode-only, or a sliced chunk beside decoding
+            layers = chunk[0].layers[1] - chunk[0].layers[0] if chunk else 0
+            self.pacer.observe(n_decode, sum(w.end - w.start for w in chunk), layers, seconds)
         self.stats.record_step(result.n_tokens, result.expert_tokens)
         self._advance(plan, result)
         return True
@@ -239,7 +253,8 @@ class Engine:
         now = time.monotonic()
         row = 0
         for w in plan:
-            w.seq.computed = w.end
+            if w.completes:
+                w.seq.computed = w.end
             if not w.wants_logits:
                 continue
             experts = gates = None

@@ -102,6 +102,10 @@ static void colibri_context_layout(colibri_context *ctx, colibri_arena_plan *p) 
     size_t Qm = H * ((size_t)hp->head_dim_nope + (size_t)hp->head_dim), Ov = H * (size_t)hp->head_dim_v;
 
     ctx->seq_len = colibri_arena_take(p, i32, S, 1, 1, 1);
+    ctx->carry = colibri_arena_take(p, f, T, D, 1, 1);
+    ctx->carry_token = colibri_arena_take(p, i32, T, 1, 1, 1);
+    ctx->carry_pos = colibri_arena_take(p, i32, T, 1, 1, 1);
+    ctx->carry_seq = colibri_arena_take(p, i32, T, 1, 1, 1);
     size_t kv = (size_t)colibri_type_traits_of(ctx->kv_dtype)->block_bytes;   /* bytes per cache element */
     ctx->k_cache = colibri_arena_take(p, kv, S, L, C, latent ? Kl : K);
     ctx->v_cache = colibri_arena_take(p, kv, S, L, C, latent ? 0 : K);
@@ -341,5 +345,6 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq) {
                                  seq, ctx->n_seq);
     }
     ctx->seq_len[seq] = 0;
+    ctx->carry_n = 0;   /* a carried span may hold the sequence's tokens */
     return COLIBRI_OK;
 }

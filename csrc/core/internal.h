@@ -236,6 +236,12 @@ struct colibri_context {
     size_t arena_bytes;     /* its mapped length */
     int huge_pages;         /* 1 if the kernel accepted MADV_HUGEPAGE for it */
     int32_t *seq_len;       /* seq_len: [n_seq] cached positions per sequence */
+    float *carry;           /* carry: [n_batch, n_embd] hidden states of a layer-sliced span between steps */
+    int32_t *carry_token;   /* carry_token: [n_batch] the carried tokens' ids */
+    int32_t *carry_pos;     /* carry_pos: [n_batch] their positions */
+    int32_t *carry_seq;     /* carry_seq: [n_batch] their sequences */
+    int32_t carry_n;        /* tokens carried (0: none) */
+    int32_t carry_layer;    /* the layer they run next */
     void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype;
                                latent attention: [n_seq, n_layer, n_ctx, Kl] latent rows */
     void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype
@@ -276,9 +282,10 @@ void colibri_attention_block(colibri_context *ctx, int32_t layer, const colibri_
 /* The same for latent KV attention (kv_lora_rank > 0, attention_latent.c). */
 void colibri_latent_attention_block(colibri_context *ctx, int32_t layer, const colibri_batch *batch);
 /* MoE block of layer `layer`: reads s.h [T, D], adds the MoE output into s.x,
- * writes route outputs for this layer when asked. */
+ * writes route outputs for this layer when asked (rows 0..T-1 of the outputs'
+ * [n_layer, out_tokens, ...] arrays: the step's batch may be longer than T). */
 void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t n_tokens,
-                       const colibri_outputs *out);
+                       const colibri_outputs *out, int32_t out_tokens);
 
 /* MoE stages, exposed for tests of the C core. */
 /* The routing fields' checks (colibri_model_create's, for models with MoE

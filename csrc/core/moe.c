@@ -92,24 +92,26 @@ static void colibri_aggregate_range(void *arg, int64_t lo, int64_t hi) {
     colibri_residual_rows(ctx, s->h, lo, hi);
 }
 
-/* Writes this layer's route outputs [layer, t, :] for every token. */
+/* Writes this layer's route outputs [layer, t, :] for tokens t < T of the
+ * outputs' [n_layer, out_tokens, ...] arrays. */
 static void colibri_route_outputs_write(const colibri_context *ctx, int32_t layer, int32_t T,
-                                        const colibri_outputs *out) {
+                                        const colibri_outputs *out, int64_t out_tokens) {
     const colibri_hparams *hp = &ctx->model->hp;
     const colibri_scratch *s = &ctx->s;
     int64_t E = hp->n_expert, k = hp->n_expert_used;
     if (out && out->router_logits) {
-        memcpy(out->router_logits + (int64_t)layer * T * E, s->router_logits, (size_t)(T * E) * sizeof(float));
+        memcpy(out->router_logits + layer * out_tokens * E, s->router_logits, (size_t)(T * E) * sizeof(float));
     }
     if (out && out->experts) {
-        memcpy(out->experts + (int64_t)layer * T * k, s->sel_expert, (size_t)(T * k) * sizeof(int32_t));
+        memcpy(out->experts + layer * out_tokens * k, s->sel_expert, (size_t)(T * k) * sizeof(int32_t));
     }
     if (out && out->gates) {
-        memcpy(out->gates + (int64_t)layer * T * k, s->sel_gate, (size_t)(T * k) * sizeof(float));
+        memcpy(out->gates + layer * out_tokens * k, s->sel_gate, (size_t)(T * k) * sizeof(float));
     }
 }
 
-void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const colibri_outputs *out) {
+void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const colibri_outputs *out,
+                       int32_t out_tokens) {
     const colibri_model *m = ctx->model;
     const colibri_hparams *hp = &m->hp;
     const colibri_layer *L = &m->layers[layer];
@@ -136,7 +138,7 @@ void colibri_moe_block(colibri_context *ctx, int32_t layer, int32_t T, const col
     colibri_select_task select = {ctx, hp->router_sel_bias ? colibri_vec_load(ctx, &L->t[COLIBRI_T_ROUTER_SEL_BIAS])
                                                            : NULL};   /* sel_bias: [E] */
     colibri_parallel_for(ctx, T, (int64_t)E * (k + 4), colibri_select_range, &select);
-    colibri_route_outputs_write(ctx, layer, T, out);
+    colibri_route_outputs_write(ctx, layer, T, out, out_tokens);
     colibri_profile_mark(ctx, COLIBRI_STAGE_ROUTER, layer);
 
     /* DISPATCHER: one MLP per selected expert over its tokens' rows of h

@@ -354,6 +354,30 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 
+/* ---- layer-sliced steps ------------------------------------------------------
+ * A step may run its last span.n_tokens tokens through only layers
+ * [layer_begin, layer_end), the rest of the batch through every layer, so that
+ * a prompt chunk's work can be spread over several steps beside decoding tokens
+ * (each layer's weights are still read once per step for all of them).
+ * layer_begin 0: the span's tokens are embedded from their ids, as usual.
+ * layer_begin > 0: they continue the hidden states the context carried from its
+ *   previous step, which must have been the same tokens (ids, positions,
+ *   sequences, in order) stopping at this layer_begin; their sequences must not
+ *   appear earlier in the batch, and must not have changed since.
+ * layer_end == n_layer: the span's tokens finish like any other (logits when
+ *   wanted); layer_end < n_layer: their states are carried to the next step,
+ *   they may not want logits, and their sequences' cached length stays where it
+ *   was (their positions count once they pass the last layer).
+ * Any other step discards the carried states. Results are bitwise those of the
+ * unsliced steps. span NULL or span->n_tokens 0: colibri_forward. */
+typedef struct colibri_layer_span {
+    int32_t n_tokens;      /* the batch's last n_tokens tokens run the span */
+    int32_t layer_begin;   /* first layer they run */
+    int32_t layer_end;     /* one past the last */
+} colibri_layer_span;
+COLIBRI_API int colibri_forward_span(colibri_context *ctx, const colibri_batch *batch,
+                                     const colibri_layer_span *span, const colibri_outputs *out);
+
 /* Routes n_tokens rows of router logits [n_tokens, n_expert] (ROUTER_BIAS
  * already added) as a MoE layer of a model with these hyperparameters does:
  * experts [n_tokens, n_expert_used] by descending choice score, ties to the

@@ -243,6 +243,45 @@ static int test_step(colibri_context *ctx, int32_t n, const int32_t *token, cons
 
 static const int32_t prompt[6] = {3, 17, 42, 8, 8, 29};
 
+/* A prompt run one layer per step (colibri_forward_span) beside another
+ * sequence's decode tokens: its last logits and the decode tokens' logits are
+ * bitwise those of plain steps; its length counts once it passes the last layer. */
+static void test_layer_span(int32_t dtype) {
+    test_model tm;
+    test_config(&tm, dtype);
+    CHECK(test_build(&tm, 1) == 0, "build: %s", colibri_last_error());
+    int32_t V = tm.hp.n_vocab, L = tm.hp.n_layer;
+    int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq0[6] = {0}, seq1[6] = {1, 1, 1, 1, 1, 1};
+    int32_t other[6] = {5, 9, 11, 2, 7, 13};
+    float whole[64], decode_ref[6 * 64], logits[2 * 64];   /* decode_ref: [6, V] */
+    colibri_context *ctx = colibri_context_create_kv(tm.m, 16, 2, 12, 2, COLIBRI_DTYPE_F32);
+    CHECK(V <= 64 && L == 2, "test model shape");
+    CHECK(test_step(ctx, 6, prompt, pos, seq0, NULL, whole) == 0, "whole: %s", colibri_last_error());
+    int8_t all[6] = {1, 1, 1, 1, 1, 1};
+    CHECK(test_step(ctx, 6, other, pos, seq1, all, decode_ref) == 0, "other: %s", colibri_last_error());
+    colibri_seq_clear(ctx, 0);
+    colibri_seq_clear(ctx, 1);
+    CHECK(test_step(ctx, 2, other, pos, seq1, NULL, logits) == 0, "other's start: %s", colibri_last_error());
+    for (int32_t l = 0; l < L; l++) {   /* batch: other[2 + l] of seq 1, then the prompt's layer l */
+        int32_t tok[7], bpos[7], bseq[7];
+        int8_t want[7] = {1, 0, 0, 0, 0, 0, (int8_t)(l == L - 1)};
+        tok[0] = other[2 + l]; bpos[0] = 2 + l; bseq[0] = 1;
+        for (int i = 0; i < 6; i++) { tok[1 + i] = prompt[i]; bpos[1 + i] = i; bseq[1 + i] = 0; }
+        colibri_batch b = {7, tok, bpos, bseq, want};
+        colibri_layer_span span = {6, l, l + 1};
+        colibri_outputs out = {logits, NULL, NULL, NULL};
+        CHECK(colibri_forward_span(ctx, &b, &span, &out) == 0, "span layer %d: %s", l, colibri_last_error());
+        CHECK(memcmp(logits, decode_ref + (2 + l) * V, (size_t)V * sizeof(float)) == 0, "decode beside layer %d", l);
+        CHECK(colibri_seq_len(ctx, 0) == (l == L - 1 ? 6 : 0), "prompt counted after the last layer only");
+    }
+    CHECK(memcmp(logits + V, whole, (size_t)V * sizeof(float)) == 0, "sliced prompt bitwise the whole one");
+    colibri_layer_span stale = {6, 1, 2};   /* nothing carried any more */
+    colibri_batch b = {6, prompt, pos, seq0, NULL};
+    CHECK_STATUS(colibri_forward_span(ctx, &b, &stale, NULL), COLIBRI_ERR_INVALID);
+    colibri_context_free(ctx);
+    test_free(&tm);
+}
+
 /* ---- kernels ----------------------------------------------------------------- */
 
 static void test_conversions(void) {
@@ -1088,6 +1127,8 @@ int main(void) {
     test_prefill_vs_steps(COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_F16, 1);
     test_threads_and_batching(COLIBRI_DTYPE_BF16, COLIBRI_DTYPE_F32, 1);
     test_threads_and_batching(COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_F16, 1);
+    test_layer_span(COLIBRI_DTYPE_F32);
+    test_layer_span(COLIBRI_DTYPE_Q4_0);
     test_swiglu_clamped();
     test_mechanisms_matter();
     test_kv_f16();
