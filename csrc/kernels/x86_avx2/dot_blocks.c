@@ -59,13 +59,73 @@ static inline __attribute__((always_inline)) __m128 colibri_group_step(
     return _mm_add_ps(acc, v);
 }
 
-/* The 4 rows' per-half scales / mins of a super-block: [p] 16 bytes of halves 4p..4p+3,
- * row r's half 4p + i at byte 4i + r (colibri_rows_by_half); group s's 8 bytes (halves
- * 2s, 2s + 1) at t[s / 2] + 8 (s % 2). */
-static inline __m256i colibri_half_table(const __m128i t[4], int s) {
-    /* a byte shift takes an immediate: the two cases spelled out (clang insists) */
-    return _mm256_cvtepi8_epi32(s % 2 ? _mm_srli_si128(t[s / 2], 8) : t[s / 2]);
+/* ---- the 256-element types: two groups per step --------------------------------------------
+ * Groups g0 = 2p, g1 = 2p + 1 of a super-block at once. Each row's group sums (8 int32) are
+ * reduced by unpacks and adds (vphaddd is 3 uops here) to [half 0: r0..r3 | half 1: r0..r3]
+ * (colibri_rows_by_lane); types with one scale per half (Q2_K, Q3_K, Q6_K) multiply that by
+ * the halves' scales, then the two groups' halves are added into [g0: r0..r3 | g1: r0..r3]
+ * (types with one scale per 32-element sub-block multiply there). The activation's half sums
+ * enter as int16 pairs (A_0, A_1) by lane, so C·(S_0·A_0 + S_1·A_1) and
+ * M_0·A_0 + M_1·A_1 are one vpmaddwd each against the rows' (S_0, S_1) / (M_0, M_1) pairs;
+ * the float step runs on 8 lanes, [g0 | g1]'s products, and the two halves are added to the
+ * 4 accumulators in group order. Every integer step is exact (isum, msum < 2^24; the
+ * intermediate S·Σu·a wraps nowhere a final value could not). */
+
+/* Per 128-bit lane, [r0, r1, r2, r3]: the sums of the 4 lane's int32 of s0..s3. */
+static inline __m256i colibri_rows_by_lane(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+    __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(s0, s1), _mm256_unpackhi_epi32(s0, s1));
+    __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(s2, s3), _mm256_unpackhi_epi32(s2, s3));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
 }
+
+/* [x's lane 0 + lane 1 | y's lane 0 + lane 1]. */
+static inline __m256i colibri_lanes_added(__m256i x, __m256i y) {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(x, y, 0x20), _mm256_permute2x128_si256(x, y, 0x31));
+}
+
+/* pshufb indices into a per-half table T (both lanes colibri_rows_by_half's t[p]: byte 4i + r
+ * = row r's half 4p + i, i.e. [g0 h0: r0..r3 | g0 h1 | g1 h0 | g1 h1]). Z: a zeroed byte. */
+#define COLIBRI_Z -128
+/* int32 lane r: the byte at its top (sign-extended by a shift of 24): [B0 + r | B1 + r]. */
+#define COLIBRI_TOP32(B0, B1)                                                                          \
+    _mm256_setr_epi8(COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B0, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B0 + 1,     \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B0 + 2, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B0 + 3, \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B1, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B1 + 1,     \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B1 + 2, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, B1 + 3)
+/* int32 lane r of lane k: int16 pair (half 0, half 1) of group k, each byte at the int16's top
+ * (HI: for a signed value, shifted down by 8) or its bottom (unsigned). */
+#define COLIBRI_PAIR16_HI                                                                              \
+    _mm256_setr_epi8(COLIBRI_Z, 0, COLIBRI_Z, 4, COLIBRI_Z, 1, COLIBRI_Z, 5, COLIBRI_Z, 2, COLIBRI_Z, 6, \
+                     COLIBRI_Z, 3, COLIBRI_Z, 7, COLIBRI_Z, 8, COLIBRI_Z, 12, COLIBRI_Z, 9, COLIBRI_Z, 13, \
+                     COLIBRI_Z, 10, COLIBRI_Z, 14, COLIBRI_Z, 11, COLIBRI_Z, 15)
+#define COLIBRI_PAIR16_LO                                                                              \
+    _mm256_setr_epi8(0, COLIBRI_Z, 4, COLIBRI_Z, 1, COLIBRI_Z, 5, COLIBRI_Z, 2, COLIBRI_Z, 6, COLIBRI_Z, \
+                     3, COLIBRI_Z, 7, COLIBRI_Z, 8, COLIBRI_Z, 12, COLIBRI_Z, 9, COLIBRI_Z, 13, COLIBRI_Z, \
+                     10, COLIBRI_Z, 14, COLIBRI_Z, 11, COLIBRI_Z, 15, COLIBRI_Z)
+
+/* The signed bytes of T at int32 lanes ([B0 + r | B1 + r]). */
+static inline __m256i colibri_table32(__m256i T, __m256i top_index) {
+    return _mm256_srai_epi32(_mm256_shuffle_epi8(T, top_index), 24);
+}
+
+/* The 4 rows' tables of a super-block, both 128-bit lanes the same (colibri_rows_by_half's). */
+static inline void colibri_rows_by_half8(__m128i x0, __m128i x1, __m128i x2, __m128i x3, __m256i t[4]) {
+    __m128i h[4];
+    colibri_rows_by_half(x0, x1, x2, x3, h);
+    for (int p = 0; p < 4; p++) t[p] = _mm256_broadcastsi128_si256(h[p]);
+}
+
+/* The 4 bytes at p as a host-order int32 (an activation block's (A_0, A_1) int16 pair). */
+static inline int colibri_i32_at(const void *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* [v(g0) x4 | v(g1) x4] of two activation blocks: a broadcast each and a blend. */
+#define COLIBRI_ACT_PAIR_SUMS(a0, a1) \
+    _mm256_blend_epi32(_mm256_set1_epi32(colibri_i32_at((a0)->sum)), _mm256_set1_epi32(colibri_i32_at((a1)->sum)), 0xf0)
+#define COLIBRI_ACT_PAIR_D(a0, a1) _mm256_blend_ps(_mm256_set1_ps((a0)->d), _mm256_set1_ps((a1)->d), 0xf0)
 
 #define COLIBRI_NONE16(b) _mm_setzero_si128()
 #define COLIBRI_K_SCALES16(b) colibri_per_half(colibri_k_scale_min8((b)->scales), 0)
@@ -76,9 +136,9 @@ static inline __m256i colibri_half_table(const __m128i t[4], int s) {
 #define COLIBRI_SIGNED colibri_maddubs4_signed
 
 /* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS (MADD: unsigned
- * or signed products), offset C, scales SCALES16, mins (HAS_M) MINS16, f16 d at D_AT,
- * dmin at DMIN_AT. */
-#define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, C, SCALES16, HAS_M, MINS16, D_AT, DMIN_AT)              \
+ * or signed products), offset C, scales SCALES16 (PER_HALF: 16 sub-blocks of 16; else 8
+ * of 32, each value twice), mins (HAS_M) MINS16, f16 d at D_AT, dmin at DMIN_AT. */
+#define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, C, SCALES16, PER_HALF, HAS_M, MINS16, D_AT, DMIN_AT)    \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
         const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
@@ -87,35 +147,63 @@ static inline __m256i colibri_half_table(const __m128i t[4], int s) {
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
-            __m128i S[4], M[4] = {0};   /* S, M: the rows' per-half scales and mins, colibri_half_table's */   \
-            colibri_rows_by_half(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), S);                    \
-            if (HAS_M) colibri_rows_by_half(MINS16(b0), MINS16(b1), MINS16(b2), MINS16(b3), M);                 \
+            __m256i S[4], M[4];   /* S, M: the rows' per-half scales and mins, by group pair */                 \
+            colibri_rows_by_half8(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), S);                   \
+            if (HAS_M) colibri_rows_by_half8(MINS16(b0), MINS16(b1), MINS16(b2), MINS16(b3), M);                \
             __m128 d4 = colibri_f16x4_at(b0, b1, b2, b3, D_AT);                                                 \
-            __m128 dm4 = HAS_M ? colibri_f16x4_at(b0, b1, b2, b3, DMIN_AT) : _mm_setzero_ps();                  \
-            _Pragma("GCC unroll 8")   /* constant s: shifts and table offsets */                                \
-            for (int s = 0; s < 8; s++) {                                                                       \
-                const colibri_block_q8_s *ab = &a[8 * sb + s];                                                  \
-                __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);                                       \
-                acc = colibri_group_step(MADD(QUANTS(b0, s), av), MADD(QUANTS(b1, s), av), MADD(QUANTS(b2, s), av), \
-                                         MADD(QUANTS(b3, s), av), ab, C, 1, colibri_half_table(S, s), HAS_M,     \
-                                         colibri_half_table(M, s), d4, dm4, acc);                               \
+            __m256 d8 = _mm256_set_m128(d4, d4);                                                                \
+            __m256 dm8 = _mm256_setzero_ps();                                                                   \
+            if (HAS_M) {                                                                                        \
+                __m128 dm4 = colibri_f16x4_at(b0, b1, b2, b3, DMIN_AT);                                         \
+                dm8 = _mm256_set_m128(dm4, dm4);                                                                \
+            }                                                                                                   \
+            _Pragma("GCC unroll 4")   /* constant p: shifts and table offsets */                                \
+            for (int p = 0; p < 4; p++) {                                                                       \
+                const colibri_block_q8_s *a0 = &a[8 * sb + 2 * p], *a1 = a0 + 1;                                \
+                __m256i av0 = _mm256_loadu_si256((const __m256i *)a0->qs);                                      \
+                __m256i av1 = _mm256_loadu_si256((const __m256i *)a1->qs);                                      \
+                __m256i h0 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p), av0), MADD(QUANTS(b1, 2 * p), av0),   \
+                                                  MADD(QUANTS(b2, 2 * p), av0), MADD(QUANTS(b3, 2 * p), av0));  \
+                __m256i h1 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p + 1), av1), MADD(QUANTS(b1, 2 * p + 1), av1), \
+                                                  MADD(QUANTS(b2, 2 * p + 1), av1), MADD(QUANTS(b3, 2 * p + 1), av1)); \
+                __m256i isum;   /* isum: [g0: r0..r3 | g1: r0..r3] */                                           \
+                if (PER_HALF) {                                                                                 \
+                    h0 = _mm256_mullo_epi32(h0, colibri_table32(S[p], COLIBRI_TOP32(0, 4)));                    \
+                    h1 = _mm256_mullo_epi32(h1, colibri_table32(S[p], COLIBRI_TOP32(8, 12)));                   \
+                    isum = colibri_lanes_added(h0, h1);                                                         \
+                } else {                                                                                        \
+                    isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), colibri_table32(S[p], COLIBRI_TOP32(0, 8))); \
+                }                                                                                               \
+                __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                   \
+                if (C) {                                                                                        \
+                    __m256i s16 = _mm256_srai_epi16(_mm256_shuffle_epi8(S[p], COLIBRI_PAIR16_HI), 8);           \
+                    isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(_mm256_madd_epi16(s16, A), _mm256_set1_epi32(C))); \
+                }                                                                                               \
+                __m256 da = COLIBRI_ACT_PAIR_D(a0, a1);                                                         \
+                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d8, da));                      \
+                if (HAS_M) {                                                                                    \
+                    __m256i msum = _mm256_madd_epi16(_mm256_shuffle_epi8(M[p], COLIBRI_PAIR16_LO), A);           \
+                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dm8, da)));      \
+                }                                                                                               \
+                acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                               \
+                acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));                                             \
             }                                                                                                   \
         }                                                                                                       \
         _mm_storeu_ps(out, acc);                                                                                \
     }
 
 COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, colibri_q2_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
+                    COLIBRI_Q2_K_SCALES16, 1, 1, COLIBRI_Q2_K_MINS16, 80, 82)
 COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, colibri_q3_k_quants, COLIBRI_UNSIGNED, 4,
-                    colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)
+                    colibri_q3_k_scales16, 1, 0, COLIBRI_NONE16, 108, 108)
 COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, colibri_q4_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_K_SCALES16, 1, COLIBRI_K_MINS16, 0, 2)
+                    COLIBRI_K_SCALES16, 0, 1, COLIBRI_K_MINS16, 0, 2)
 COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, colibri_q5_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_K_SCALES16, 1, COLIBRI_K_MINS16, 0, 2)
+                    COLIBRI_K_SCALES16, 0, 1, COLIBRI_K_MINS16, 0, 2)
 COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, colibri_q6_k_quants, COLIBRI_UNSIGNED, 32,
-                    colibri_q6_k_scales16, 0, COLIBRI_NONE16, 208, 208)
+                    colibri_q6_k_scales16, 1, 0, COLIBRI_NONE16, 208, 208)
 COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_xs_quants, COLIBRI_SIGNED, 0,
-                    colibri_iq4_xs_scales16, 0, COLIBRI_NONE16, 0, 0)
+                    colibri_iq4_xs_scales16, 0, 0, COLIBRI_NONE16, 0, 0)
 
 /* ---- the 32-element types: one block per step ------------------------------------------------- */
 
