@@ -71,11 +71,27 @@ static inline __attribute__((always_inline)) __m128 colibri_group_step(
  * 4 accumulators in group order. Every integer step is exact (isum, msum < 2^24; the
  * intermediate S·Σu·a wraps nowhere a final value could not). */
 
-/* Per 128-bit lane, [r0, r1, r2, r3]: the sums of the 4 lane's int32 of s0..s3. */
-static inline __m256i colibri_rows_by_lane(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
-    __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(s0, s1), _mm256_unpackhi_epi32(s0, s1));
-    __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(s2, s3), _mm256_unpackhi_epi32(s2, s3));
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+/* Per 128-bit lane, [r0, r1, r2, r3]: the sums of that lane's products of the 4 rows, from
+ * their vpmaddubsw int16 pairs p0..p3. Added as int16 while no sum can pass 32767 (ADD16: 2
+ * levels, 8 byte products a lane, for quants u <= 31: 31·128·8 = 31744; 1 level for u <= 63:
+ * 63·128·4 = 32256; 0 for the IQ4 tables' |kv| <= 127), then widened by one vpmaddwd. */
+static inline __attribute__((always_inline)) __m256i colibri_rows_by_lane(__m256i p0, __m256i p1, __m256i p2, __m256i p3,
+                                                                          const int add16) {
+    const __m256i one = _mm256_set1_epi16(1);
+    if (add16 == 0) p0 = _mm256_madd_epi16(p0, one), p1 = _mm256_madd_epi16(p1, one);
+    if (add16 == 0) p2 = _mm256_madd_epi16(p2, one), p3 = _mm256_madd_epi16(p3, one);
+    /* each 32-bit unit of a row with the one 4 units on: rows 0, 1 (2, 3) interleaved */
+    __m256i a = _mm256_unpacklo_epi32(p0, p1), a_hi = _mm256_unpackhi_epi32(p0, p1);
+    __m256i b = _mm256_unpacklo_epi32(p2, p3), b_hi = _mm256_unpackhi_epi32(p2, p3);
+    if (add16 >= 1) {
+        a = _mm256_add_epi16(a, a_hi), b = _mm256_add_epi16(b, b_hi);
+    } else {
+        a = _mm256_add_epi32(a, a_hi), b = _mm256_add_epi32(b, b_hi);
+    }
+    if (add16 == 1) a = _mm256_madd_epi16(a, one), b = _mm256_madd_epi16(b, one);
+    __m256i lo = _mm256_unpacklo_epi64(a, b), hi = _mm256_unpackhi_epi64(a, b);
+    if (add16 == 2) return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), one);
+    return _mm256_add_epi32(lo, hi);
 }
 
 /* [x's lane 0 + lane 1 | y's lane 0 + lane 1]. */
@@ -108,12 +124,81 @@ static inline __m256i colibri_table32(__m256i T, __m256i top_index) {
     return _mm256_srai_epi32(_mm256_shuffle_epi8(T, top_index), 24);
 }
 
-/* The 4 rows' tables of a super-block, both 128-bit lanes the same (colibri_rows_by_half's). */
-static inline void colibri_rows_by_half8(__m128i x0, __m128i x1, __m128i x2, __m128i x3, __m256i t[4]) {
-    __m128i h[4];
-    colibri_rows_by_half(x0, x1, x2, x3, h);
-    for (int p = 0; p < 4; p++) t[p] = _mm256_broadcastsi128_si256(h[p]);
+/* A super-block's 4-row tables: d, dmin ([r0..r3 | r0..r3]) and, per group pair p, the scales
+ * S[p] and mins M[p] that the type's SCALE32 / MPAIR16 read. */
+typedef struct colibri_k_head {
+    __m256i s[4], m[4];
+    __m256 d, dmin;
+} colibri_k_head;
+
+/* The per-half tables (colibri_rows_by_half's t[p] in both 128-bit lanes) of x0..x3 (scales)
+ * and y0..y3 (mins, has_m), the f16 d and dmin at d_at, dmin_at. */
+static inline __attribute__((always_inline)) void colibri_head_by_half(
+    __m128i x0, __m128i x1, __m128i x2, __m128i x3, const int has_m, __m128i y0, __m128i y1, __m128i y2, __m128i y3,
+    const void *b0, const void *b1, const void *b2, const void *b3, size_t d_at, size_t dmin_at, colibri_k_head *h) {
+    __m128i t[4];
+    colibri_rows_by_half(x0, x1, x2, x3, t);
+    for (int p = 0; p < 4; p++) h->s[p] = _mm256_broadcastsi128_si256(t[p]);
+    __m128 d4 = colibri_f16x4_at(b0, b1, b2, b3, d_at);
+    h->d = _mm256_set_m128(d4, d4);
+    if (has_m) {
+        colibri_rows_by_half(y0, y1, y2, y3, t);
+        for (int p = 0; p < 4; p++) h->m[p] = _mm256_broadcastsi128_si256(t[p]);
+        __m128 dm4 = colibri_f16x4_at(b0, b1, b2, b3, dmin_at);
+        h->dmin = _mm256_set_m128(dm4, dm4);
+    }
 }
+
+#define COLIBRI_HEAD_BY_HALF(SCALES16, HAS_M, MINS16, D_AT, DMIN_AT)                                       \
+    colibri_head_by_half(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), HAS_M, MINS16(b0),        \
+                         MINS16(b1), MINS16(b2), MINS16(b3), b0, b1, b2, b3, D_AT, DMIN_AT, &h)
+/* per-half tables: sub-blocks of 16 (HALF) or of 32 (each value twice: SUB32) */
+#define COLIBRI_HALF_SCALE32(S, p, j) colibri_table32((S), (j) ? COLIBRI_TOP32(8, 12) : COLIBRI_TOP32(0, 4))
+#define COLIBRI_SUB32_SCALE32(S, p, j) colibri_table32((S), COLIBRI_TOP32(0, 8))
+#define COLIBRI_HALF_MPAIR16(M, p) _mm256_shuffle_epi8((M), COLIBRI_PAIR16_LO)
+
+/* Q4_K / Q5_K: the 4 rows' 16-byte heads (d, dmin, scales[12]) transposed into words by row,
+ * then colibri_k_scale_min_words on the 4 rows at once: byte k of word r of s[p] (both 128-bit
+ * lanes) is row r's scale of sub-block 4 (p / 2) + k, of m[p] its min; per pair p a pshufb
+ * picks sub-blocks 2p, 2p + 1. */
+static inline void colibri_head_k(const void *b0, const void *b1, const void *b2, const void *b3, colibri_k_head *h) {
+    __m256i x0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b0));
+    __m256i x1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b1));
+    __m256i x2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b2));
+    __m256i x3 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b3));
+    __m256i t0 = _mm256_unpacklo_epi32(x0, x1), t1 = _mm256_unpackhi_epi32(x0, x1);
+    __m256i t2 = _mm256_unpacklo_epi32(x2, x3), t3 = _mm256_unpackhi_epi32(x2, x3);
+    __m256i dd = _mm256_unpacklo_epi64(t0, t2);   /* word r: row r's d | dmin << 16 */
+    __m256i wa = _mm256_unpackhi_epi64(t0, t2), wb = _mm256_unpacklo_epi64(t1, t3), wc = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+    __m256i s_lo = _mm256_and_si256(wa, m6), m_lo = _mm256_and_si256(wb, m6);
+    __m256i s_hi = _mm256_or_si256(_mm256_and_si256(wc, m4), _mm256_and_si256(_mm256_srli_epi32(wa, 2), m2));
+    __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(wc, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi32(wb, 2), m2));
+    h->s[0] = h->s[1] = s_lo, h->s[2] = h->s[3] = s_hi;
+    h->m[0] = h->m[1] = m_lo, h->m[2] = h->m[3] = m_hi;
+    __m128i d16 = _mm_shuffle_epi8(_mm256_castsi256_si128(dd),
+                                   _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    __m256 ddm = _mm256_cvtph_ps(d16);   /* [d r0..r3 | dmin r0..r3] */
+    h->d = _mm256_permute2f128_ps(ddm, ddm, 0x00);
+    h->dmin = _mm256_permute2f128_ps(ddm, ddm, 0x11);
+}
+
+/* int32 word r: [byte 4r + K | byte 4r + K + 1] zero-extended (a scale), or in both int16
+ * halves of the word (a min against (A_0, A_1)). */
+#define COLIBRI_K_IDX32(K)                                                                                \
+    _mm256_setr_epi8(K, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 4 + K, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 8 + K,  \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 12 + K, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, K + 1,      \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 5 + K, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 9 + K,       \
+                     COLIBRI_Z, COLIBRI_Z, COLIBRI_Z, 13 + K, COLIBRI_Z, COLIBRI_Z, COLIBRI_Z)
+#define COLIBRI_K_IDX16(K)                                                                                \
+    _mm256_setr_epi8(K, COLIBRI_Z, K, COLIBRI_Z, 4 + K, COLIBRI_Z, 4 + K, COLIBRI_Z, 8 + K, COLIBRI_Z,    \
+                     8 + K, COLIBRI_Z, 12 + K, COLIBRI_Z, 12 + K, COLIBRI_Z, K + 1, COLIBRI_Z, K + 1,      \
+                     COLIBRI_Z, 5 + K, COLIBRI_Z, 5 + K, COLIBRI_Z, 9 + K, COLIBRI_Z, 9 + K, COLIBRI_Z,    \
+                     13 + K, COLIBRI_Z, 13 + K, COLIBRI_Z)
+#define COLIBRI_K_SCALE32(S, p, j) _mm256_shuffle_epi8((S), (p) % 2 ? COLIBRI_K_IDX32(2) : COLIBRI_K_IDX32(0))
+#define COLIBRI_K_MPAIR16(M, p) _mm256_shuffle_epi8((M), (p) % 2 ? COLIBRI_K_IDX16(2) : COLIBRI_K_IDX16(0))
+#define COLIBRI_HEAD_K colibri_head_k(b0, b1, b2, b3, &h)
 
 /* The 4 bytes at p as a host-order int32 (an activation block's (A_0, A_1) int16 pair). */
 static inline int colibri_i32_at(const void *p) {
@@ -128,17 +213,18 @@ static inline int colibri_i32_at(const void *p) {
 #define COLIBRI_ACT_PAIR_D(a0, a1) _mm256_blend_ps(_mm256_set1_ps((a0)->d), _mm256_set1_ps((a1)->d), 0xf0)
 
 #define COLIBRI_NONE16(b) _mm_setzero_si128()
-#define COLIBRI_K_SCALES16(b) colibri_per_half(colibri_k_scale_min8((b)->scales), 0)
-#define COLIBRI_K_MINS16(b) colibri_per_half(colibri_k_scale_min8((b)->scales), 1)
 #define COLIBRI_Q2_K_SCALES16(b) colibri_q2_k_nibbles16((b), 0)
 #define COLIBRI_Q2_K_MINS16(b) colibri_q2_k_nibbles16((b), 1)
 #define COLIBRI_UNSIGNED colibri_maddubs4
 #define COLIBRI_SIGNED colibri_maddubs4_signed
+#define COLIBRI_UNSIGNED16 _mm256_maddubs_epi16
+#define COLIBRI_SIGNED16(kv, av) _mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv))
 
-/* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS (MADD: unsigned
- * or signed products), offset C, scales SCALES16 (PER_HALF: 16 sub-blocks of 16; else 8
- * of 32, each value twice), mins (HAS_M) MINS16, f16 d at D_AT, dmin at DMIN_AT. */
-#define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, C, SCALES16, PER_HALF, HAS_M, MINS16, D_AT, DMIN_AT)    \
+/* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS (MADD: unsigned or
+ * signed int16 product pairs, ADD16 colibri_rows_by_lane's), offset C, HEAD filling a
+ * super-block's colibri_k_head h, scales SCALE32 (PER_HALF: 16 sub-blocks of 16; else 8 of 32),
+ * mins (HAS_M) MPAIR16. */
+#define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, ADD16, C, HEAD, PER_HALF, SCALE32, HAS_M, MPAIR16)       \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
         const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
@@ -147,43 +233,36 @@ static inline int colibri_i32_at(const void *p) {
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
-            __m256i S[4], M[4];   /* S, M: the rows' per-half scales and mins, by group pair */                 \
-            colibri_rows_by_half8(SCALES16(b0), SCALES16(b1), SCALES16(b2), SCALES16(b3), S);                   \
-            if (HAS_M) colibri_rows_by_half8(MINS16(b0), MINS16(b1), MINS16(b2), MINS16(b3), M);                \
-            __m128 d4 = colibri_f16x4_at(b0, b1, b2, b3, D_AT);                                                 \
-            __m256 d8 = _mm256_set_m128(d4, d4);                                                                \
-            __m256 dm8 = _mm256_setzero_ps();                                                                   \
-            if (HAS_M) {                                                                                        \
-                __m128 dm4 = colibri_f16x4_at(b0, b1, b2, b3, DMIN_AT);                                         \
-                dm8 = _mm256_set_m128(dm4, dm4);                                                                \
-            }                                                                                                   \
+            colibri_k_head h;                                                                                   \
+            HEAD;                                                                                               \
             _Pragma("GCC unroll 4")   /* constant p: shifts and table offsets */                                \
             for (int p = 0; p < 4; p++) {                                                                       \
                 const colibri_block_q8_s *a0 = &a[8 * sb + 2 * p], *a1 = a0 + 1;                                \
                 __m256i av0 = _mm256_loadu_si256((const __m256i *)a0->qs);                                      \
                 __m256i av1 = _mm256_loadu_si256((const __m256i *)a1->qs);                                      \
                 __m256i h0 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p), av0), MADD(QUANTS(b1, 2 * p), av0),   \
-                                                  MADD(QUANTS(b2, 2 * p), av0), MADD(QUANTS(b3, 2 * p), av0));  \
+                                                  MADD(QUANTS(b2, 2 * p), av0), MADD(QUANTS(b3, 2 * p), av0), ADD16); \
                 __m256i h1 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p + 1), av1), MADD(QUANTS(b1, 2 * p + 1), av1), \
-                                                  MADD(QUANTS(b2, 2 * p + 1), av1), MADD(QUANTS(b3, 2 * p + 1), av1)); \
+                                                  MADD(QUANTS(b2, 2 * p + 1), av1), MADD(QUANTS(b3, 2 * p + 1), av1), \
+                                                  ADD16);                                                       \
                 __m256i isum;   /* isum: [g0: r0..r3 | g1: r0..r3] */                                           \
                 if (PER_HALF) {                                                                                 \
-                    h0 = _mm256_mullo_epi32(h0, colibri_table32(S[p], COLIBRI_TOP32(0, 4)));                    \
-                    h1 = _mm256_mullo_epi32(h1, colibri_table32(S[p], COLIBRI_TOP32(8, 12)));                   \
+                    h0 = _mm256_mullo_epi32(h0, SCALE32(h.s[p], p, 0));                                         \
+                    h1 = _mm256_mullo_epi32(h1, SCALE32(h.s[p], p, 1));                                         \
                     isum = colibri_lanes_added(h0, h1);                                                         \
                 } else {                                                                                        \
-                    isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), colibri_table32(S[p], COLIBRI_TOP32(0, 8))); \
+                    isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), SCALE32(h.s[p], p, 0));              \
                 }                                                                                               \
-                __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                   \
-                if (C) {                                                                                        \
-                    __m256i s16 = _mm256_srai_epi16(_mm256_shuffle_epi8(S[p], COLIBRI_PAIR16_HI), 8);           \
+                __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                       \
+                if (C) {   /* per-half tables only */                                                           \
+                    __m256i s16 = _mm256_srai_epi16(_mm256_shuffle_epi8(h.s[p], COLIBRI_PAIR16_HI), 8);         \
                     isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(_mm256_madd_epi16(s16, A), _mm256_set1_epi32(C))); \
                 }                                                                                               \
                 __m256 da = COLIBRI_ACT_PAIR_D(a0, a1);                                                         \
-                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d8, da));                      \
+                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(h.d, da));                     \
                 if (HAS_M) {                                                                                    \
-                    __m256i msum = _mm256_madd_epi16(_mm256_shuffle_epi8(M[p], COLIBRI_PAIR16_LO), A);           \
-                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dm8, da)));      \
+                    __m256i msum = _mm256_madd_epi16(MPAIR16(h.m[p], p), A);                                    \
+                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(h.dmin, da)));   \
                 }                                                                                               \
                 acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                               \
                 acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));                                             \
@@ -192,18 +271,23 @@ static inline int colibri_i32_at(const void *p) {
         _mm_storeu_ps(out, acc);                                                                                \
     }
 
-COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, colibri_q2_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_Q2_K_SCALES16, 1, 1, COLIBRI_Q2_K_MINS16, 80, 82)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, colibri_q3_k_quants, COLIBRI_UNSIGNED, 4,
-                    colibri_q3_k_scales16, 1, 0, COLIBRI_NONE16, 108, 108)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, colibri_q4_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_K_SCALES16, 0, 1, COLIBRI_K_MINS16, 0, 2)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, colibri_q5_k_quants, COLIBRI_UNSIGNED, 0,
-                    COLIBRI_K_SCALES16, 0, 1, COLIBRI_K_MINS16, 0, 2)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, colibri_q6_k_quants, COLIBRI_UNSIGNED, 32,
-                    colibri_q6_k_scales16, 1, 0, COLIBRI_NONE16, 208, 208)
-COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_xs_quants, COLIBRI_SIGNED, 0,
-                    colibri_iq4_xs_scales16, 0, 0, COLIBRI_NONE16, 0, 0)
+#define COLIBRI_HEAD_Q2_K COLIBRI_HEAD_BY_HALF(COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
+#define COLIBRI_HEAD_Q3_K COLIBRI_HEAD_BY_HALF(colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)
+#define COLIBRI_HEAD_Q6_K COLIBRI_HEAD_BY_HALF(colibri_q6_k_scales16, 0, COLIBRI_NONE16, 208, 208)
+#define COLIBRI_HEAD_IQ4_XS COLIBRI_HEAD_BY_HALF(colibri_iq4_xs_scales16, 0, COLIBRI_NONE16, 0, 0)
+
+COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, colibri_q2_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+                    COLIBRI_HEAD_Q2_K, 1, COLIBRI_HALF_SCALE32, 1, COLIBRI_HALF_MPAIR16)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, colibri_q3_k_quants, COLIBRI_UNSIGNED16, 2, 4,
+                    COLIBRI_HEAD_Q3_K, 1, COLIBRI_HALF_SCALE32, 0, COLIBRI_HALF_MPAIR16)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, colibri_q4_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+                    COLIBRI_HEAD_K, 0, COLIBRI_K_SCALE32, 1, COLIBRI_K_MPAIR16)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, colibri_q5_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+                    COLIBRI_HEAD_K, 0, COLIBRI_K_SCALE32, 1, COLIBRI_K_MPAIR16)
+COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, colibri_q6_k_quants, COLIBRI_UNSIGNED16, 1, 32,
+                    COLIBRI_HEAD_Q6_K, 1, COLIBRI_HALF_SCALE32, 0, COLIBRI_HALF_MPAIR16)
+COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_xs_quants, COLIBRI_SIGNED16, 0, 0,
+                    COLIBRI_HEAD_IQ4_XS, 0, COLIBRI_SUB32_SCALE32, 0, COLIBRI_HALF_MPAIR16)
 
 /* ---- the 32-element types: one block per step ------------------------------------------------- */
 
