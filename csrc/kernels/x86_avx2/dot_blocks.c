@@ -220,6 +220,28 @@ static inline int colibri_i32_at(const void *p) {
 #define COLIBRI_UNSIGNED16 _mm256_maddubs_epi16
 #define COLIBRI_SIGNED16(kv, av) _mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv))
 
+/* ---- quants of group s (a constant here: every shift an immediate, none of 0) ------------------
+ * The same bytes as blocks_quants.h's colibri_<type>_quants (which gemm_blocks.c and exact.c call
+ * with a variable s); each high field shifted straight to its place and masked once. */
+
+/* v's 16-bit lanes shifted left by k (right by -k), both as constants. */
+static inline __attribute__((always_inline)) __m256i colibri_shl16(__m256i v, const int k) {
+    return k > 0 ? _mm256_slli_epi16(v, k) : k < 0 ? _mm256_srli_epi16(v, -k) : v;
+}
+
+static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t *p, const int shl, const int mask) {
+    return _mm256_and_si256(colibri_shl16(colibri_load32(p), shl), _mm256_set1_epi8((char)mask));
+}
+
+#define COLIBRI_Q2_K_QUANTS(b, s) colibri_field((b)->qs + 32 * ((s) / 4), -2 * ((s) % 4), 0x03)
+#define COLIBRI_Q3_K_QUANTS(b, s) \
+    _mm256_or_si256(COLIBRI_Q2_K_QUANTS(b, s), colibri_field((b)->hmask, 2 - (s), 0x04))
+#define COLIBRI_Q4_K_QUANTS(b, s) colibri_field((b)->qs + 32 * ((s) / 2), -4 * ((s) % 2), 0x0f)
+#define COLIBRI_Q5_K_QUANTS(b, s) _mm256_or_si256(COLIBRI_Q4_K_QUANTS(b, s), colibri_field((b)->qh, 4 - (s), 0x10))
+#define COLIBRI_Q6_K_QUANTS(b, s)                                                                        \
+    _mm256_or_si256(colibri_field((b)->ql + 64 * ((s) / 4) + 32 * ((s) % 2), -4 * (((s) % 4) / 2), 0x0f), \
+                    colibri_field((b)->qh + 32 * ((s) / 4), 4 - 2 * ((s) % 4), 0x30))
+
 /* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS (MADD: unsigned or
  * signed int16 product pairs, ADD16 colibri_rows_by_lane's), offset C, HEAD filling a
  * super-block's colibri_k_head h, scales SCALE32 (PER_HALF: 16 sub-blocks of 16; else 8 of 32),
@@ -276,15 +298,15 @@ static inline int colibri_i32_at(const void *p) {
 #define COLIBRI_HEAD_Q6_K COLIBRI_HEAD_BY_HALF(colibri_q6_k_scales16, 0, COLIBRI_NONE16, 208, 208)
 #define COLIBRI_HEAD_IQ4_XS COLIBRI_HEAD_BY_HALF(colibri_iq4_xs_scales16, 0, COLIBRI_NONE16, 0, 0)
 
-COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, colibri_q2_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+COLIBRI_AVX2_K_CORE(colibri_dot4_q2_k_avx2, colibri_block_q2_k, COLIBRI_Q2_K_QUANTS, COLIBRI_UNSIGNED16, 2, 0,
                     COLIBRI_HEAD_Q2_K, 1, COLIBRI_HALF_SCALE32, 1, COLIBRI_HALF_MPAIR16)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, colibri_q3_k_quants, COLIBRI_UNSIGNED16, 2, 4,
+COLIBRI_AVX2_K_CORE(colibri_dot4_q3_k_avx2, colibri_block_q3_k, COLIBRI_Q3_K_QUANTS, COLIBRI_UNSIGNED16, 2, 4,
                     COLIBRI_HEAD_Q3_K, 1, COLIBRI_HALF_SCALE32, 0, COLIBRI_HALF_MPAIR16)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, colibri_q4_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+COLIBRI_AVX2_K_CORE(colibri_dot4_q4_k_avx2, colibri_block_q4_k, COLIBRI_Q4_K_QUANTS, COLIBRI_UNSIGNED16, 2, 0,
                     COLIBRI_HEAD_K, 0, COLIBRI_K_SCALE32, 1, COLIBRI_K_MPAIR16)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, colibri_q5_k_quants, COLIBRI_UNSIGNED16, 2, 0,
+COLIBRI_AVX2_K_CORE(colibri_dot4_q5_k_avx2, colibri_block_q5_k, COLIBRI_Q5_K_QUANTS, COLIBRI_UNSIGNED16, 2, 0,
                     COLIBRI_HEAD_K, 0, COLIBRI_K_SCALE32, 1, COLIBRI_K_MPAIR16)
-COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, colibri_q6_k_quants, COLIBRI_UNSIGNED16, 1, 32,
+COLIBRI_AVX2_K_CORE(colibri_dot4_q6_k_avx2, colibri_block_q6_k, COLIBRI_Q6_K_QUANTS, COLIBRI_UNSIGNED16, 1, 32,
                     COLIBRI_HEAD_Q6_K, 1, COLIBRI_HALF_SCALE32, 0, COLIBRI_HALF_MPAIR16)
 COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_xs_quants, COLIBRI_SIGNED16, 0, 0,
                     COLIBRI_HEAD_IQ4_XS, 0, COLIBRI_SUB32_SCALE32, 0, COLIBRI_HALF_MPAIR16)
