@@ -276,9 +276,9 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
                     isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), SCALE32(h.s[p], p, 0));              \
                 }                                                                                               \
                 __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                       \
-                if (C) {   /* per-half tables only */                                                           \
-                    __m256i s16 = _mm256_srai_epi16(_mm256_shuffle_epi8(h.s[p], COLIBRI_PAIR16_HI), 8);         \
-                    isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(_mm256_madd_epi16(s16, A), _mm256_set1_epi32(C))); \
+                if (C) {   /* per-half tables only; C a power of 2: (C·S_0, C·S_1) by one shift */             \
+                    __m256i cs16 = _mm256_srai_epi16(_mm256_shuffle_epi8(h.s[p], COLIBRI_PAIR16_HI), 8 - __builtin_ctz(C)); \
+                    isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(cs16, A));                                  \
                 }                                                                                               \
                 __m256 da = COLIBRI_ACT_PAIR_D(a0, a1);                                                         \
                 __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(h.d, da));                     \
