@@ -1,19 +1,21 @@
 /*
  * x86_avx2/dot_blocks.c — the decode kernels (dot_rows) of the types of
- * quant_blocks.h with AVX2: 4 rows at a time, one group of 32 elements per
- * step, bitwise equal to quant_dot_blocks.c.
+ * quant_blocks.h with AVX2: 4 rows at a time, bitwise equal to
+ * quant_dot_blocks.c.
  *
- * Each step: every row's 32 quants as bytes, times the Q8_S activation block
- * by vpmaddubsw (unsigned u with q = u - C, or, for the IQ4 tables, |kv|
- * against sign(kv)·a; no pair can saturate: |u| <= 63 or |kv| <= 127), then
- * vpmaddwd into int32 sums of 4 products, and two vphaddd that reduce the 4
- * rows to [half 0: r0..r3 | half 1: r0..r3]. The offset C·A_h (A_h the
- * activation's stored half sums) and the per-half integer scales S_h (one
- * vpmulld) apply in that layout, exactly; the halves are added, and the
- * reference's float step runs lane-wise:
+ * The 32-element types, one group of 32 elements per step: every row's 32
+ * quants as bytes, times the Q8_S activation block by vpmaddubsw (unsigned u
+ * with q = u - C, or, for the IQ4 tables, |kv| against sign(kv)·a; no pair
+ * can saturate: |u| <= 63 or |kv| <= 127), then vpmaddwd into int32 sums of 4
+ * products, and two vphaddd that reduce the 4 rows to [half 0: r0..r3 |
+ * half 1: r0..r3]. The offset C·A_h (A_h the activation's stored half sums)
+ * and the per-half integer scales S_h (one vpmulld) apply in that layout,
+ * exactly; the halves are added, and the reference's float step runs
+ * lane-wise:
  *   acc_r += (float)isum * (D_r * d_a)   [ - (float)msum * (DMIN_r * d_a) ]
- * groups in order. The 256-element types unpack a super-block's scales once
- * for the 4 rows (blocks_unpack.h's per-half tables).
+ * groups in order. The 256-element types take two groups per step (their
+ * section below): unpack-and-add reductions, scales and mins by vpmaddwd
+ * against the activation's (A_0, A_1) pairs, the float step on 8 lanes.
  */
 #include "blocks_quants.h"
 #include "../isa.h"
