@@ -135,63 +135,45 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
     return isum;
 }
 
+/* COLIBRI_GROUP_PANEL8_GEMM's hooks (names: gemm_panel.h's driver's, and the kernel's panel
+ * and side). The panel: group u0 + g of the 8 rows. */
+#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED)                                                  \
+    do {                                                                                                   \
+        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED); \
+    } while (0)
+#define COLIBRI_GB_NO_TILE() (void)0
+#define COLIBRI_GB_NO_TILE_J(j, t) (void)0
+/* Group u: per token of the tile, the exact isum (and msum), then the float step. */
+#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED)                                                                 \
+    do {                                                                                                      \
+        COLIBRI_P8_UNROLL                                                                                     \
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
+            __m256i isum = _mm256_sub_epi32(                                                                  \
+                colibri_gb_isum(panel.q[u], panel.qa[u], panel.s[u], side.b[u][j0 + j], WORDS, SIGNED), panel.corr[u]); \
+            __m256 da = _mm256_set1_ps(side.d[u][j0 + j]);                                                    \
+            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
+            if (HAS_M) {                                                                                      \
+                __m256i msum = _mm256_madd_epi16(panel.m[u], _mm256_set1_epi32(side.a[u][j0 + j]));           \
+                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[u], da))); \
+            }                                                                                                 \
+            acc[j] = _mm256_add_ps(acc[j], v);                                                                \
+        }                                                                                                     \
+    } while (0)
+
 /* DECL: the gemm's storage class, type and name for the type of WBLOCK: UNPACK(row, g) its
  * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2 or 4) the words
  * added in int16, HAS_M whether it has mins, SIGNED whether it takes the |q| form. Same
- * contract as colibri_gemm_fn. */
-#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED)                             \
+ * contract as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
+#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED)                 \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
-        int64_t n_groups = n / COLIBRI_QK;                                                                        \
-        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                            \
-            int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;                   \
-            int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                          \
-            for (int64_t g0 = 0; g0 < n_groups; g0 += COLIBRI_GB_GROUPS) {                                        \
-                int64_t ng = n_groups - g0 < COLIBRI_GB_GROUPS ? n_groups - g0 : COLIBRI_GB_GROUPS;               \
-                colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng, !(SIGNED));      \
-                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                          \
-                    int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                       \
-                    const char *row_at[COLIBRI_P8_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
-                    for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                                   \
-                        row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                    \
-                    }                                                                                             \
-                    for (int64_t g = 0; g < ng; g++) {                                                            \
-                        COLIBRI_GB_FILL_GROUP(&panel, g, row_at, g0 + g, UNPACK, GROUP_SCALES, C, SIGNED);        \
-                    }                                                                                             \
-                    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                 \
-                                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                 \
-                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                        \
-                        __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                    \
-                        COLIBRI_P8_UNROLL                                                                         \
-                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                               \
-                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                      \
-                            acc[j] = g0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
-                        }                                                                                         \
-                        for (int64_t g = 0; g < ng; g++) {                                                        \
-                            COLIBRI_P8_UNROLL                                                                     \
-                            for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                           \
-                                __m256i isum = _mm256_sub_epi32(                                                  \
-                                    colibri_gb_isum(panel.q[g], panel.qa[g], panel.s[g], side.b[g][j0 + j], WORDS, SIGNED), \
-                                    panel.corr[g]);                                                               \
-                                __m256 da = _mm256_set1_ps(side.d[g][j0 + j]);                                    \
-                                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[g], da)); \
-                                if (HAS_M) {                                                                      \
-                                    __m256i msum = _mm256_madd_epi16(panel.m[g], _mm256_set1_epi32(side.a[g][j0 + j])); \
-                                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[g], da))); \
-                                }                                                                                 \
-                                acc[j] = _mm256_add_ps(acc[j], v);                                                \
-                            }                                                                                     \
-                        }                                                                                         \
-                        COLIBRI_P8_UNROLL                                                                         \
-                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                               \
-                            if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
-                        }                                                                                         \
-                    }                                                                                             \
-                }                                                                                                 \
-            }                                                                                                     \
-        }                                                                                                         \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
+                          colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED)), \
+                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED), COLIBRI_GB_NO_TILE,                \
+                          COLIBRI_GB_NO_TILE_J,                                                                   \
+                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED))                                                \
     }
 
 /* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)

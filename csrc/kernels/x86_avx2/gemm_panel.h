@@ -153,6 +153,90 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
 
+/* ---- the driver ----------------------------------------------------------------------
+ * The loop nest of every 8-row panel gemm (COLIBRI_PANEL8_GEMM below, gemm_blocks.c's
+ * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of COLIBRI_PANEL_TOKENS, the row's N_UNITS
+ * units (blocks, or the groups of 32 elements of the other block types) in chunks of
+ * COLIBRI_PANEL_BLOCKS, panels of 8 rows, tiles of 4 tokens whose 8-row accumulators stay
+ * in registers and rest in y between unit chunks (a float store and load are exact). Rows
+ * past the last one repeat it, tokens past the last one repeat it; their results are
+ * dropped. Written inside a colibri_gemm_fn's body (its parameter names); the hooks are
+ * statements that use the driver's names: SIDE_FILL the activation side of tokens
+ * [t0, t0 + nt) (kt real) and units [u0, u0 + nu); PANEL_FILL PANEL_ARGS the panel from the
+ * 8 rows (row_at[r]: row r's start); TILE() declarations per tile of tokens t0 + j0..,
+ * TILE_J(j, t) a statement per token j of the tile (token t, the last one repeated);
+ * STEP STEP_ARGS unit u of the chunk into acc[0..3], the tile's accumulators (lane r: row
+ * r). The hooks that hold a _Pragma (the unrolled loops) come as a macro name and its
+ * parenthesised arguments, so that they expand in the driver's body, never inside a
+ * macro argument, where GCC may not keep a _Pragma in its place. */
+#define COLIBRI_P8_DRIVER(N_UNITS, SIDE_FILL, PANEL_FILL, PANEL_ARGS, TILE, TILE_J, STEP, STEP_ARGS)           \
+    for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                           \
+        int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;                  \
+        int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                         \
+        for (int64_t u0 = 0; u0 < (N_UNITS); u0 += COLIBRI_PANEL_BLOCKS) {                                   \
+            int64_t nu = (N_UNITS) - u0 < COLIBRI_PANEL_BLOCKS ? (N_UNITS) - u0 : COLIBRI_PANEL_BLOCKS;      \
+            SIDE_FILL;                                                                                       \
+            for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                         \
+                int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                      \
+                const char *row_at[COLIBRI_P8_ROWS];   /* row_at: [row] the rows, the last one repeated */  \
+                for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                                  \
+                    row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                   \
+                }                                                                                            \
+                PANEL_FILL PANEL_ARGS;                                                                       \
+                __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                \
+                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                \
+                for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                       \
+                    TILE();                                                                                  \
+                    __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                   \
+                    COLIBRI_P8_UNROLL                                                                        \
+                    for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
+                        int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                    \
+                        TILE_J(j, t);                                                                        \
+                        acc[j] = u0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
+                    }                                                                                        \
+                    for (int64_t u = 0; u < nu; u++) {                                                       \
+                        STEP STEP_ARGS;                                                                      \
+                    }                                                                                        \
+                    COLIBRI_P8_UNROLL                                                                        \
+                    for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
+                        if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+/* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes,
+ * qs_at). The panel: block b = u0 + b of the 8 rows by FILL. */
+#define COLIBRI_P8_BLOCKS_PANEL(WBLOCK, FILL)                                                   \
+    do {                                                                                        \
+        const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block u0 + b of the row */            \
+        for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] = row_at[r] + u0 * (int64_t)sizeof(WBLOCK); \
+        for (int64_t b = 0; b < nu; b++) {                                                      \
+            FILL(&panel, b, blk);                                                               \
+            for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] += sizeof(WBLOCK);                 \
+        }                                                                                       \
+    } while (0)
+/* The tile's activation rows at block u0: declared per tile, row j set beside acc[j]. */
+#define COLIBRI_P8_BLOCKS_TILE() const char *arow[COLIBRI_P8_TILE]   /* arow: the tile's activation rows */
+#define COLIBRI_P8_BLOCKS_TILE_J(j, t) arow[j] = (const char *)x + (t) * x_stride + u0 * a_bytes + qs_at
+
+/* Block u: DOT4's exact dots of the 4 tokens, then the float step per token. */
+#define COLIBRI_P8_BLOCKS_STEP(DOT4, OFFSET)                                                     \
+    do {                                                                                         \
+        const char *a[COLIBRI_P8_TILE];                                                          \
+        __m256i isum[COLIBRI_P8_TILE];                                                           \
+        COLIBRI_P8_UNROLL                                                                        \
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + u * a_bytes;                  \
+        DOT4(&panel, u, a, &side.start[u][j0], isum);                                            \
+        COLIBRI_P8_UNROLL                                                                        \
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
+            __m256 scale = _mm256_mul_ps(panel.d[u], _mm256_set1_ps(side.d[u][j0 + j]));         \
+            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), scale);                        \
+            acc[j] = _mm256_add_ps(acc[j], OFFSET(v, &panel, u, &side, j0 + j));                 \
+        }                                                                                        \
+    } while (0)
+
 /* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_0 (HAS_S
  * 0) or Q8_1 (HAS_S 1) activations: C the weight offset the starts correct,
  * FILL(colibri_panel8 *, b, const char *const blk[8]) the panel's block b from
@@ -164,56 +248,12 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
         colibri_panel8 panel;                                                                                \
         colibri_token_side side;                                                                             \
-        int64_t n_blocks = n / COLIBRI_QK, a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                 \
-        for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                       \
-            int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;              \
-            int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                     \
-            for (int64_t b0 = 0; b0 < n_blocks; b0 += COLIBRI_PANEL_BLOCKS) {                                \
-                int64_t nb = n_blocks - b0 < COLIBRI_PANEL_BLOCKS ? n_blocks - b0 : COLIBRI_PANEL_BLOCKS;    \
-                colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, b0, nb, HAS_S, C);     \
-                for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                     \
-                    int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                  \
-                    const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block b0 + b of the row */             \
-                    for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                              \
-                        blk[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride +                 \
-                                 b0 * (int64_t)sizeof(WBLOCK);                                               \
-                    }                                                                                        \
-                    for (int64_t b = 0; b < nb; b++) {                                                       \
-                        FILL(&panel, b, blk);                                                                \
-                        for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] += sizeof(WBLOCK);                  \
-                    }                                                                                        \
-                    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                            \
-                                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));            \
-                    for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                   \
-                        const char *arow[COLIBRI_P8_TILE];   /* arow: the tile's activation rows */          \
-                        __m256 acc[COLIBRI_P8_TILE];         /* acc: [token] 8 rows' running sums */         \
-                        COLIBRI_P8_UNROLL                                                                    \
-                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                          \
-                            int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                \
-                            arow[j] = (const char *)x + t * x_stride + b0 * a_bytes + qs_at;                 \
-                            acc[j] = b0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
-                        }                                                                                    \
-                        for (int64_t b = 0; b < nb; b++) {                                                   \
-                            const char *a[COLIBRI_P8_TILE];                                                  \
-                            __m256i isum[COLIBRI_P8_TILE];                                                   \
-                            COLIBRI_P8_UNROLL                                                                \
-                            for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + b * a_bytes;          \
-                            DOT4(&panel, b, a, &side.start[b][j0], isum);                                    \
-                            COLIBRI_P8_UNROLL                                                                \
-                            for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                      \
-                                __m256 scale = _mm256_mul_ps(panel.d[b], _mm256_set1_ps(side.d[b][j0 + j]));  \
-                                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), scale);                \
-                                acc[j] = _mm256_add_ps(acc[j], OFFSET(v, &panel, b, &side, j0 + j));         \
-                            }                                                                                \
-                        }                                                                                    \
-                        COLIBRI_P8_UNROLL                                                                    \
-                        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                          \
-                            if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
-                        }                                                                                    \
-                    }                                                                                        \
-                }                                                                                            \
-            }                                                                                                \
-        }                                                                                                    \
+        const int64_t a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                                      \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
+                          colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, HAS_S, C), \
+                          COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL), COLIBRI_P8_BLOCKS_TILE,                   \
+                          COLIBRI_P8_BLOCKS_TILE_J,                                                          \
+                          COLIBRI_P8_BLOCKS_STEP, (DOT4, OFFSET))                                            \
     }
 
 #endif /* COLIBRI_X86_GEMM_PANEL_H */
