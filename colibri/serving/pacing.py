@@ -20,7 +20,6 @@ from __future__ import annotations
 
 EMA = 0.25          # weight of the newest measurement in the running estimates
 PROBE_EVERY = 16    # steps between decode-only steps planned to measure a decoding count
-MIN_CHUNK = 16      # the smallest chunk the pacer cuts a prompt chunk down to
 
 
 class PrefillPacer:
@@ -60,20 +59,6 @@ class PrefillPacer:
             return 1                            # measure the cheapest slice first
         return max(1, min(self.n_layer, int(self.slack * base / max(layer, 1e-9))))
 
-    def chunk_tokens(self, n_running: int, budget: int) -> int:
-        """Most tokens a new chunk beside decoding sequences should take: the budget, halved
-        while a single layer of it would add more than the slack allows (on wide MoE layers one
-        layer of a 64-token chunk can cost more than a decode step), down to MIN_CHUNK."""
-        if self.fixed is not None or self.slack is None:
-            return budget
-        base = self._decode_estimate(n_running)
-        if base is None or not self.layer_s:
-            return budget
-        tokens = budget
-        while tokens > MIN_CHUNK and self._layer_guess(tokens) > self.slack * base:
-            tokens = max(MIN_CHUNK, tokens // 2)
-        return tokens
-
     def observe(self, n_decode: int, chunk_tokens: int, chunk_layers: int, seconds: float) -> None:
         """A step's forward time: n_decode decoding tokens plus a chunk of chunk_tokens tokens
         through chunk_layers layers (0, 0: a decode-only step)."""
@@ -95,19 +80,6 @@ class PrefillPacer:
         c = _size_class(chunk_tokens)
         larger = [k for k in self.layer_s if k >= c]
         return self.layer_s[min(larger)] if larger else self.layer_s[max(self.layer_s)]
-
-    def _layer_guess(self, chunk_tokens: int) -> float:
-        """One layer's cost for a chunk of this size when choosing the size: its class's, else
-        the nearest larger class's scaled down by the token ratio (a chunk's cost shrinks no
-        faster than its tokens), else the nearest smaller class's."""
-        c = _size_class(chunk_tokens)
-        if c in self.layer_s:
-            return self.layer_s[c]
-        larger = [k for k in self.layer_s if k > c]
-        if larger:
-            k = min(larger)
-            return self.layer_s[k] * c / k
-        return self.layer_s[max(self.layer_s)]
 
     def _decode_estimate(self, n: int) -> float | None:
         """The decode-only step time of n sequences: measured, else a straight line through the

@@ -87,8 +87,6 @@ class Scheduler:
         budget = self.n_batch - len(work)
         if decoding:
             budget = min(budget, self.prefill_chunk)
-            if self.pacer is not None:
-                budget = self.pacer.chunk_tokens(len(self.running), budget)
         chunk = []
         for seq in self.running:
             if budget <= 0:
