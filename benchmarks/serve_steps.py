@@ -149,12 +149,77 @@ def replay(table: dict, clients: int, chunk: int, n_batch: int = 256, gen: int =
             "ttft_p50_ms": 1e3 * float(np.percentile(ttft, 50)), "itl_p50_ms": p50, "itl_p99_ms": p99}
 
 
+def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chunk: int = 64, n_batch: int = 256,
+                 gen: int = 128, requests: int = 3, noise: float = 0.05) -> dict:
+    """The same closed loop under layer-sliced prefill (docs/SERVER.md): one chunk in flight,
+    advanced by the engine's own PrefillPacer fed the table's step times (times 1 + noise * a
+    normal draw); a chunk layer costs 1/n_layer of what the whole chunk adds to a step."""
+    from colibri.serving.pacing import PrefillPacer
+    rng, jitter = np.random.default_rng(clients), np.random.default_rng(0)
+    queue = rng.integers(128, 513, size=max(4, clients * requests)).tolist()
+    now, itl, ttft, tokens = 0.0, [], [], 0
+    active = [{"prompt": queue.pop(0), "done": 0, "out": 0, "sent": 0.0, "last": 0.0} for _ in range(clients) if queue]
+    pacer, flight = PrefillPacer(n_layer, slack=slack), None     # flight: [client, tokens, next layer]
+    while active:
+        decoding = [a for a in active if a["out"]]
+        finished = []
+        if not decoding:                 # nothing decodes: whole prompts, every layer, as the engine does
+            work, budget = [], n_batch
+            for a in active:
+                take = min(a["prompt"] - a["done"], budget - (flight[1] if flight and flight[0] is a else 0))
+                if budget > 0 and take > 0:
+                    work.append((a, take))
+                    budget -= take
+            flight, ms, finished = None, step_ms(table, 1, sum(t for _, t in work)), work
+        else:
+            d, ms, layers, take = len(decoding), step_ms(table, len(decoding), 0), 0, 0
+            if flight is None:
+                a = next((a for a in active if not a["out"]), None)
+                flight = [a, min(a["prompt"] - a["done"], chunk), 0] if a else None
+            if flight:
+                layers = pacer.layers(len(active), d, flight[1], may_pause=flight[2] == 0)
+                if layers == 0:
+                    flight = None
+                else:
+                    layers = min(layers, n_layer - flight[2])
+                    take = flight[1]
+                    ms += (step_ms(table, d, take) - step_ms(table, d, 0)) * layers / n_layer
+                    flight[2] += layers
+                    if flight[2] == n_layer:
+                        finished, flight = [(flight[0], take)], None
+            ms *= 1 + noise * jitter.standard_normal()
+            pacer.observe(d, take, layers, ms / 1e3)
+        now += ms / 1e3
+        for a in decoding:
+            itl.append(now - a["last"])
+            a["last"], a["out"], tokens = now, a["out"] + 1, tokens + 1
+        for a, take in finished:
+            a["done"] += take
+            if a["done"] == a["prompt"]:
+                a["out"], a["last"], tokens = 1, now, tokens + 1
+                ttft.append(now - a["sent"])
+        for a in [a for a in active if a["out"] >= gen]:
+            active.remove(a)
+            if queue:
+                active.append({"prompt": queue.pop(0), "done": 0, "out": 0, "sent": now, "last": 0.0})
+    p50, p99 = (1e3 * float(np.percentile(itl, q)) for q in (50, 99))
+    return {"clients": clients, "slack": slack, "aggregate_tok_s": tokens / now,
+            "ttft_p50_ms": 1e3 * float(np.percentile(ttft, 50)), "itl_p50_ms": p50, "itl_p99_ms": p99}
+
+
 def print_replays(table: dict) -> None:
     print("| clients | chunk | aggregate tok/s | TTFT p50 ms | ITL p50 / p99 ms | p99/p50 |\n|---|---|---|---|---|---|")
     for clients in (4, 16):
         for chunk in (8, 16, 32, 64):
             r = replay(table, clients, chunk)
             print(f"| {clients} | {chunk} | {r['aggregate_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | "
+                  f"{r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['itl_p99_ms'] / r['itl_p50_ms']:.2f} |")
+    print("\nLayer-sliced (chunk 64):\n| clients | slack | aggregate tok/s | TTFT p50 ms | ITL p50 / p99 ms | p99/p50 |\n"
+          "|---|---|---|---|---|---|")
+    for clients in (2, 4, 8, 16):
+        for slack in (0.5, 0.7, 1.0):
+            r = replay_paced(table, clients, slack)
+            print(f"| {clients} | {slack} | {r['aggregate_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | "
                   f"{r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['itl_p99_ms'] / r['itl_p50_ms']:.2f} |")
 
 
