@@ -84,9 +84,9 @@ class Engine:
         (colibri.load(..., n_seq=N, n_batch=B), B > N); the engine then owns its context.
         max_queue: most sequences waiting for a slot (QueueFull beyond).
         prefill_chunk: most prompt tokens a step takes while any sequence decodes.
-        prefill_slack: while sequences decode, a prompt chunk runs as many layers a step as keep the
-        step within 1 + slack times a decode step (pacing.py; None: the whole chunk in one step);
-        prefill_layers: a fixed number of layers a step instead."""
+        prefill_slack: while sequences decode, a prompt chunk runs as many of its layers a step as add
+        at most slack times a decode step of all the slots' sequences (pacing.py; None: the whole
+        chunk in one step); prefill_layers: a fixed number of layers a step instead."""
         if model.tokenizer is None:
             raise ValueError(f"{model.path}: the model has no tokenizer; the engine needs one for text")
         ctx = model._context()
