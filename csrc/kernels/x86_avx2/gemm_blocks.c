@@ -31,6 +31,15 @@
 
 #define COLIBRI_GB_GROUPS COLIBRI_PANEL_BLOCKS   /* groups per chunk (32): an 8 KiB panel of quants */
 
+/* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
+ * correction; ABS vpmaddubsw(|q|, sign(q)·a) (the IQ4 tables); UNSIGNED vpmaddubsw(u, a), the
+ * weights' unsigned quants (C = 0) against the plain signed activation bytes: no bias, no
+ * correction, and |pair| <= 2 · max u · 128, so Q4_K (u <= 15: 3840) adds all 8 words of a
+ * group in int16 (30720) and Q5_K (u <= 31: 7936) 4 (31744). */
+#define COLIBRI_GB_BIASED 0
+#define COLIBRI_GB_ABS 1
+#define COLIBRI_GB_UNSIGNED 2
+
 typedef struct colibri_group_panel8 {
     __m256i q[COLIBRI_GB_GROUPS][8];   /* q: [group, word] 8 rows' 4 signed quants */
     __m256i qa[COLIBRI_GB_GROUPS][8];  /* qa: [group, word] their absolute values (SIGNED types) */
@@ -102,8 +111,8 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
         (p)->m[g] = colibri_pairs16(m0, m1);                                                                      \
         __m256i sq = _mm256_add_epi32(_mm256_mullo_epi32(qsum[0], _mm256_loadu_si256((const __m256i *)sc0)),     \
                                       _mm256_mullo_epi32(qsum[1], _mm256_loadu_si256((const __m256i *)sc1)));    \
-        (p)->corr[g] = SIGNED ? _mm256_setzero_si256() : _mm256_slli_epi32(sq, 7);                               \
-        if (SIGNED) {                                                                                             \
+        (p)->corr[g] = (SIGNED) ? _mm256_setzero_si256() : _mm256_slli_epi32(sq, 7);                             \
+        if ((SIGNED) == COLIBRI_GB_ABS) {                                                                                             \
             for (int k = 0; k < 8; k++) (p)->qa[g][k] = _mm256_abs_epi8((p)->q[g][k]);                           \
         }                                                                                                         \
         (p)->d[g] = _mm256_loadu_ps(d8);                                                                          \
@@ -124,8 +133,9 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
         for (int k = k0; k < k0 + words; k++) {
             int32_t word;
             memcpy(&word, b + 4 * k, sizeof word);
-            __m256i prod = is_signed ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
-                                     : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
+            __m256i prod = is_signed == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
+                         : is_signed == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q[k], _mm256_set1_epi32(word))
+                                                            : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
             pairs = _mm256_add_epi16(pairs, prod);
             COLIBRI_IN_REGISTER(pairs);
         }
@@ -133,6 +143,44 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
         COLIBRI_IN_REGISTER(isum);
     }
     return isum;
+}
+
+/* The tile's 4 tokens at once (b: token j's 32 bytes of the group at b + 32 j), word by word:
+ * each weight word is loaded once for the 4 tokens, whose int16 pair sums stay in registers,
+ * as the Q4_0 panel's dot does. The exact isum of each token, as colibri_gb_isum. */
+static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
+                                                                   const __m256i s[2], __m256i corr,
+                                                                   const uint8_t *b, const int words,
+                                                                   const int form, __m256i isum[COLIBRI_P8_TILE]) {
+    COLIBRI_P8_UNROLL
+    for (int j = 0; j < COLIBRI_P8_TILE; j++) isum[j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), corr)
+                                                                                   : _mm256_setzero_si256();
+    COLIBRI_P8_UNROLL
+    for (int k0 = 0; k0 < 8; k0 += words) {
+        __m256i pairs[COLIBRI_P8_TILE];
+        COLIBRI_P8_UNROLL
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) pairs[j] = _mm256_setzero_si256();
+        COLIBRI_P8_UNROLL
+        for (int k = k0; k < k0 + words; k++) {
+            __m256i w = form == COLIBRI_GB_ABS ? qa[k] : q[k];
+            COLIBRI_P8_UNROLL
+            for (int j = 0; j < COLIBRI_P8_TILE; j++) {
+                int32_t word;
+                memcpy(&word, b + 32 * j + 4 * k, sizeof word);
+                __m256i a = _mm256_set1_epi32(word);
+                __m256i prod = form == COLIBRI_GB_ABS        ? _mm256_maddubs_epi16(w, _mm256_sign_epi8(a, q[k]))
+                               : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(w, a)
+                                                             : _mm256_maddubs_epi16(a, w);
+                pairs[j] = _mm256_add_epi16(pairs[j], prod);
+                COLIBRI_IN_REGISTER(pairs[j]);
+            }
+        }
+        COLIBRI_P8_UNROLL
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) {
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], s[k0 / 4]));
+            COLIBRI_IN_REGISTER(isum[j]);
+        }
+    }
 }
 
 /* COLIBRI_GROUP_PANEL8_GEMM's hooks (names: gemm_panel.h's driver's, and the kernel's panel
@@ -146,10 +194,11 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
 /* Group u: per token of the tile, the exact isum (and msum), then the float step. */
 #define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED)                                                                 \
     do {                                                                                                      \
+        __m256i isum4[COLIBRI_P8_TILE];                                                                       \
+        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], side.b[u][j0], WORDS, SIGNED, isum4); \
         COLIBRI_P8_UNROLL                                                                                     \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
-            __m256i isum = _mm256_sub_epi32(                                                                  \
-                colibri_gb_isum(panel.q[u], panel.qa[u], panel.s[u], side.b[u][j0 + j], WORDS, SIGNED), panel.corr[u]); \
+            __m256i isum = isum4[j];                                                                          \
             __m256 da = _mm256_set1_ps(side.d[u][j0 + j]);                                                    \
             __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
             if (HAS_M) {                                                                                      \
@@ -207,11 +256,11 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
                               colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED)
 COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, 0)
 COLIBRI_GB_GEMM(q3_k, COLIBRI_C_Q3_K, 4, 0, 0)
-COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 4, 1, 0)
-COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 2, 1, 0)
+COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED)
+COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED)
 COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, 0)
 COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, 0)
 COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, 0)
 COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, 0)
-COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, 1)
-COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, 1)
+COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS)
+COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, COLIBRI_GB_ABS)
