@@ -29,6 +29,11 @@
 #include "blocks_quants.h"
 #include "gemm_panel.h"
 
+#include <stddef.h>
+
+/* Pure (convert.c): so that GCC drops the calls whose results COLIBRI_GB_D_SUPER replaces. */
+float colibri_f16_to_f32(uint16_t h) __attribute__((const));
+
 #define COLIBRI_GB_GROUPS COLIBRI_PANEL_BLOCKS   /* groups per chunk (32): an 8 KiB panel of quants */
 
 /* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
@@ -80,9 +85,33 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
     return _mm256_or_si256(l, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)hi), 16));
 }
 
+/* The panel's D and DMIN of group g: as GROUP_SCALES gave them (d8, dm8: [row]), or for the
+ * 256-element types the f16 fields of the rows' super-blocks widened by F16C, 8 rows at once
+ * (exact, as the decode core's; GROUP_SCALES's out-of-line f16 calls, whose results go unused,
+ * are dropped: colibri_f16_to_f32 is declared const below). */
+#define COLIBRI_GB_D_SCALES(p, g, row_at, gq, d8, dm8) \
+    ((p)->d[g] = _mm256_loadu_ps(d8), (p)->dm[g] = _mm256_loadu_ps(dm8))
+#define COLIBRI_GB_D_SUPER(p, g, row_at, gq, WBLOCK, D_AT, DMIN_AT)                                            \
+    do {                                                                                                      \
+        const char *sb[COLIBRI_P8_ROWS];   /* sb: [row] the super-block of group gq */                       \
+        for (int r = 0; r < COLIBRI_P8_ROWS; r++) sb[r] = (row_at)[r] + (gq) / 8 * (int64_t)sizeof(WBLOCK); \
+        (p)->d[g] = colibri_p8_f16(sb, (D_AT));                                                               \
+        (p)->dm[g] = (DMIN_AT) < 0 ? _mm256_setzero_ps() : colibri_p8_f16(sb, (DMIN_AT) < 0 ? 0 : (DMIN_AT)); \
+    } while (0)
+#define COLIBRI_GB_D_Q2_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q2_k, offsetof(colibri_block_q2_k, d), (int)offsetof(colibri_block_q2_k, dmin))
+#define COLIBRI_GB_D_Q3_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q3_k, offsetof(colibri_block_q3_k, d), -1)
+#define COLIBRI_GB_D_Q4_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q4_k, offsetof(colibri_block_q4_k, d), (int)offsetof(colibri_block_q4_k, dmin))
+#define COLIBRI_GB_D_Q5_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q5_k, offsetof(colibri_block_q5_k, d), (int)offsetof(colibri_block_q5_k, dmin))
+#define COLIBRI_GB_D_Q6_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q6_k, offsetof(colibri_block_q6_k, d), -1)
+
 /* Group g of the panel from the rows' group g (row_at[r]: row r at group g0; gq: the group
  * index inside the row) — quants unpacked by UNPACK(row, gq) to unsigned u, q = u - c. */
-#define COLIBRI_GB_FILL_GROUP(p, g, row_at, gq, UNPACK, GROUP_SCALES, c, SIGNED)                                          \
+#define COLIBRI_GB_FILL_GROUP(p, g, row_at, gq, UNPACK, GROUP_SCALES, c, SIGNED, D8)                                      \
     do {                                                                                                          \
         uint8_t q8[COLIBRI_P8_ROWS][32];   /* q8: [row] the group's signed quants */                              \
         const char *qrow[COLIBRI_P8_ROWS];                                                                        \
@@ -115,8 +144,8 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
         if ((SIGNED) == COLIBRI_GB_ABS) {                                                                                             \
             for (int k = 0; k < 8; k++) (p)->qa[g][k] = _mm256_abs_epi8((p)->q[g][k]);                           \
         }                                                                                                         \
-        (p)->d[g] = _mm256_loadu_ps(d8);                                                                          \
-        (p)->dm[g] = _mm256_loadu_ps(dm8);                                                                        \
+        D8(p, g, row_at, gq, d8, dm8);                                                                            \
+        (void)d8, (void)dm8;                                                                                      \
     } while (0)
 
 /* A token's int32 sums, lane r: S_0 h_0 + S_1 h_1 over the biased bytes (b: the token's 32
@@ -185,9 +214,9 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
 
 /* COLIBRI_GROUP_PANEL8_GEMM's hooks (names: gemm_panel.h's driver's, and the kernel's panel
  * and side). The panel: group u0 + g of the 8 rows. */
-#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED)                                                  \
+#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED, D8)                                              \
     do {                                                                                                   \
-        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED); \
+        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED, D8); \
     } while (0)
 #define COLIBRI_GB_NO_TILE() (void)0
 #define COLIBRI_GB_NO_TILE_J(j, t) (void)0
@@ -213,14 +242,14 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
  * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2 or 4) the words
  * added in int16, HAS_M whether it has mins, SIGNED whether it takes the |q| form. Same
  * contract as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
-#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED)                 \
+#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8)             \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED)), \
-                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED), COLIBRI_GB_NO_TILE,                \
+                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
                           COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED))                                                \
     }
@@ -251,16 +280,16 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
 /* T, its offset C, the words its pairs can add in int16 (2 · 255 · max|q| per pair: Q5_K, Q6_K
  * and Q5_1 reach 16320, the others at most 8160; the IQ4 tables' 2 · 127 · 127 = 32258 one word
  * only), whether it has mins and whether it takes the |q| form (the IQ4 tables: |q| <= 127). */
-#define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED)                                                             \
+#define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED, D8)                                                         \
     COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
-                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED)
-COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, 0)
-COLIBRI_GB_GEMM(q3_k, COLIBRI_C_Q3_K, 4, 0, 0)
-COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED)
-COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED)
-COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, 0)
-COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, 0)
-COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, 0)
-COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, 0)
-COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS)
-COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, COLIBRI_GB_ABS)
+                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED, D8)
+COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q2_K)
+COLIBRI_GB_GEMM(q3_k, COLIBRI_C_Q3_K, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q3_K)
+COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q4_K)
+COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q5_K)
+COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q6_K)
+COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
