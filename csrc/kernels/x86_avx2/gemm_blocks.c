@@ -22,7 +22,10 @@
  * so every y[t, r] is bitwise quant_dot_blocks.c's dot. The IQ4 tables (|q|
  * up to 127) would saturate the biased pairs: they multiply |q| by sign(q)·a
  * over the unbiased bytes instead (one more operation a word, no correction,
- * every word widened). Between chunks a row's running sums rest in y.
+ * every word widened). Q2_K, Q4_K and Q5_K (C = 0) take the UNSIGNED form instead:
+ * vpmaddubsw(u, a) over the unbiased bytes, no correction, and more words in int16.
+ * The step takes a tile's 4 tokens word by word (colibri_gb_isum4). Between chunks
+ * a row's running sums rest in y.
  * Rows past the last real one repeat it, tokens past the last one repeat it;
  * their results are dropped.
  */
@@ -239,8 +242,8 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
     } while (0)
 
 /* DECL: the gemm's storage class, type and name for the type of WBLOCK: UNPACK(row, g) its
- * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2 or 4) the words
- * added in int16, HAS_M whether it has mins, SIGNED whether it takes the |q| form. Same
+ * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2, 4 or 8) the words
+ * added in int16, HAS_M whether it has mins, SIGNED its integer form, D8 its D hook. Same
  * contract as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
 #define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8)             \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
@@ -277,9 +280,10 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
     return colibri_iq4_xs_quants((const colibri_block_iq4_xs *)row + g / 8, (int)(g % 8));
 }
 
-/* T, its offset C, the words its pairs can add in int16 (2 · 255 · max|q| per pair: Q5_K, Q6_K
- * and Q5_1 reach 16320, the others at most 8160; the IQ4 tables' 2 · 127 · 127 = 32258 one word
- * only), whether it has mins and whether it takes the |q| form (the IQ4 tables: |q| <= 127). */
+/* T, its offset C, the words its pairs can add in int16 (BIASED: 2 · 255 · max|q| per pair:
+ * Q6_K and Q5_1 reach 16320, the others at most 8160; UNSIGNED: 2 · max u · 128, Q4_K 3840 and
+ * Q5_K 7936; the IQ4 tables' 2 · 127 · 127 = 32258 one word only), whether it has mins, its
+ * integer form (COLIBRI_GB_BIASED / ABS / UNSIGNED) and its D hook (COLIBRI_GB_D_*). */
 #define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED, D8)                                                         \
     COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
                               colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED, D8)
