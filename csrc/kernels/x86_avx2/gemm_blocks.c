@@ -22,14 +22,31 @@
  * so every y[t, r] is bitwise quant_dot_blocks.c's dot. The IQ4 tables (|q|
  * up to 127) would saturate the biased pairs: they multiply |q| by sign(q)·a
  * over the unbiased bytes instead (one more operation a word, no correction,
- * every word widened). Between chunks a row's running sums rest in y.
+ * every word widened). Q2_K, Q4_K and Q5_K (C = 0) take the UNSIGNED form instead:
+ * vpmaddubsw(u, a) over the unbiased bytes, no correction, and more words in int16.
+ * The step takes a tile's 4 tokens word by word (colibri_gb_isum4). Between chunks
+ * a row's running sums rest in y.
  * Rows past the last real one repeat it, tokens past the last one repeat it;
  * their results are dropped.
  */
 #include "blocks_quants.h"
 #include "gemm_panel.h"
 
+#include <stddef.h>
+
+/* Pure (convert.c): so that GCC drops the calls whose results COLIBRI_GB_D_SUPER replaces. */
+float colibri_f16_to_f32(uint16_t h) __attribute__((const));
+
 #define COLIBRI_GB_GROUPS COLIBRI_PANEL_BLOCKS   /* groups per chunk (32): an 8 KiB panel of quants */
+
+/* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
+ * correction; ABS vpmaddubsw(|q|, sign(q)·a) (the IQ4 tables); UNSIGNED vpmaddubsw(u, a), the
+ * weights' unsigned quants (C = 0) against the plain signed activation bytes: no bias, no
+ * correction, and |pair| <= 2 · max u · 128, so Q4_K (u <= 15: 3840) adds all 8 words of a
+ * group in int16 (30720) and Q5_K (u <= 31: 7936) 4 (31744). */
+#define COLIBRI_GB_BIASED 0
+#define COLIBRI_GB_ABS 1
+#define COLIBRI_GB_UNSIGNED 2
 
 typedef struct colibri_group_panel8 {
     __m256i q[COLIBRI_GB_GROUPS][8];   /* q: [group, word] 8 rows' 4 signed quants */
@@ -71,9 +88,33 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
     return _mm256_or_si256(l, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)hi), 16));
 }
 
+/* The panel's D and DMIN of group g: as GROUP_SCALES gave them (d8, dm8: [row]), or for the
+ * 256-element types the f16 fields of the rows' super-blocks widened by F16C, 8 rows at once
+ * (exact, as the decode core's; GROUP_SCALES's out-of-line f16 calls, whose results go unused,
+ * are dropped: colibri_f16_to_f32 is declared const below). */
+#define COLIBRI_GB_D_SCALES(p, g, row_at, gq, d8, dm8) \
+    ((p)->d[g] = _mm256_loadu_ps(d8), (p)->dm[g] = _mm256_loadu_ps(dm8))
+#define COLIBRI_GB_D_SUPER(p, g, row_at, gq, WBLOCK, D_AT, DMIN_AT)                                            \
+    do {                                                                                                      \
+        const char *sb[COLIBRI_P8_ROWS];   /* sb: [row] the super-block of group gq */                       \
+        for (int r = 0; r < COLIBRI_P8_ROWS; r++) sb[r] = (row_at)[r] + (gq) / 8 * (int64_t)sizeof(WBLOCK); \
+        (p)->d[g] = colibri_p8_f16(sb, (D_AT));                                                               \
+        (p)->dm[g] = (DMIN_AT) < 0 ? _mm256_setzero_ps() : colibri_p8_f16(sb, (DMIN_AT) < 0 ? 0 : (DMIN_AT)); \
+    } while (0)
+#define COLIBRI_GB_D_Q2_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q2_k, offsetof(colibri_block_q2_k, d), (int)offsetof(colibri_block_q2_k, dmin))
+#define COLIBRI_GB_D_Q3_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q3_k, offsetof(colibri_block_q3_k, d), -1)
+#define COLIBRI_GB_D_Q4_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q4_k, offsetof(colibri_block_q4_k, d), (int)offsetof(colibri_block_q4_k, dmin))
+#define COLIBRI_GB_D_Q5_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q5_k, offsetof(colibri_block_q5_k, d), (int)offsetof(colibri_block_q5_k, dmin))
+#define COLIBRI_GB_D_Q6_K(p, g, row_at, gq, d8, dm8) \
+    COLIBRI_GB_D_SUPER(p, g, row_at, gq, colibri_block_q6_k, offsetof(colibri_block_q6_k, d), -1)
+
 /* Group g of the panel from the rows' group g (row_at[r]: row r at group g0; gq: the group
  * index inside the row) — quants unpacked by UNPACK(row, gq) to unsigned u, q = u - c. */
-#define COLIBRI_GB_FILL_GROUP(p, g, row_at, gq, UNPACK, GROUP_SCALES, c, SIGNED)                                          \
+#define COLIBRI_GB_FILL_GROUP(p, g, row_at, gq, UNPACK, GROUP_SCALES, c, SIGNED, D8)                                      \
     do {                                                                                                          \
         uint8_t q8[COLIBRI_P8_ROWS][32];   /* q8: [row] the group's signed quants */                              \
         const char *qrow[COLIBRI_P8_ROWS];                                                                        \
@@ -102,12 +143,12 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
         (p)->m[g] = colibri_pairs16(m0, m1);                                                                      \
         __m256i sq = _mm256_add_epi32(_mm256_mullo_epi32(qsum[0], _mm256_loadu_si256((const __m256i *)sc0)),     \
                                       _mm256_mullo_epi32(qsum[1], _mm256_loadu_si256((const __m256i *)sc1)));    \
-        (p)->corr[g] = SIGNED ? _mm256_setzero_si256() : _mm256_slli_epi32(sq, 7);                               \
-        if (SIGNED) {                                                                                             \
+        (p)->corr[g] = (SIGNED) ? _mm256_setzero_si256() : _mm256_slli_epi32(sq, 7);                             \
+        if ((SIGNED) == COLIBRI_GB_ABS) {                                                                                             \
             for (int k = 0; k < 8; k++) (p)->qa[g][k] = _mm256_abs_epi8((p)->q[g][k]);                           \
         }                                                                                                         \
-        (p)->d[g] = _mm256_loadu_ps(d8);                                                                          \
-        (p)->dm[g] = _mm256_loadu_ps(dm8);                                                                        \
+        D8(p, g, row_at, gq, d8, dm8);                                                                            \
+        (void)d8, (void)dm8;                                                                                      \
     } while (0)
 
 /* A token's int32 sums, lane r: S_0 h_0 + S_1 h_1 over the biased bytes (b: the token's 32
@@ -124,8 +165,9 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
         for (int k = k0; k < k0 + words; k++) {
             int32_t word;
             memcpy(&word, b + 4 * k, sizeof word);
-            __m256i prod = is_signed ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
-                                     : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
+            __m256i prod = is_signed == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
+                         : is_signed == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q[k], _mm256_set1_epi32(word))
+                                                            : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
             pairs = _mm256_add_epi16(pairs, prod);
             COLIBRI_IN_REGISTER(pairs);
         }
@@ -135,21 +177,60 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
     return isum;
 }
 
+/* The tile's 4 tokens at once (b: token j's 32 bytes of the group at b + 32 j), word by word:
+ * each weight word is loaded once for the 4 tokens, whose int16 pair sums stay in registers,
+ * as the Q4_0 panel's dot does. The exact isum of each token, as colibri_gb_isum. */
+static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
+                                                                   const __m256i s[2], __m256i corr,
+                                                                   const uint8_t *b, const int words,
+                                                                   const int form, __m256i isum[COLIBRI_P8_TILE]) {
+    COLIBRI_P8_UNROLL
+    for (int j = 0; j < COLIBRI_P8_TILE; j++) isum[j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), corr)
+                                                                                   : _mm256_setzero_si256();
+    COLIBRI_P8_UNROLL
+    for (int k0 = 0; k0 < 8; k0 += words) {
+        __m256i pairs[COLIBRI_P8_TILE];
+        COLIBRI_P8_UNROLL
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) pairs[j] = _mm256_setzero_si256();
+        COLIBRI_P8_UNROLL
+        for (int k = k0; k < k0 + words; k++) {
+            __m256i w = form == COLIBRI_GB_ABS ? qa[k] : q[k];
+            COLIBRI_P8_UNROLL
+            for (int j = 0; j < COLIBRI_P8_TILE; j++) {
+                int32_t word;
+                memcpy(&word, b + 32 * j + 4 * k, sizeof word);
+                __m256i a = _mm256_set1_epi32(word);
+                __m256i prod = form == COLIBRI_GB_ABS        ? _mm256_maddubs_epi16(w, _mm256_sign_epi8(a, q[k]))
+                               : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(w, a)
+                                                             : _mm256_maddubs_epi16(a, w);
+                pairs[j] = _mm256_add_epi16(pairs[j], prod);
+                COLIBRI_IN_REGISTER(pairs[j]);
+            }
+        }
+        COLIBRI_P8_UNROLL
+        for (int j = 0; j < COLIBRI_P8_TILE; j++) {
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], s[k0 / 4]));
+            COLIBRI_IN_REGISTER(isum[j]);
+        }
+    }
+}
+
 /* COLIBRI_GROUP_PANEL8_GEMM's hooks (names: gemm_panel.h's driver's, and the kernel's panel
  * and side). The panel: group u0 + g of the 8 rows. */
-#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED)                                                  \
+#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED, D8)                                              \
     do {                                                                                                   \
-        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED); \
+        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED, D8); \
     } while (0)
 #define COLIBRI_GB_NO_TILE() (void)0
 #define COLIBRI_GB_NO_TILE_J(j, t) (void)0
 /* Group u: per token of the tile, the exact isum (and msum), then the float step. */
 #define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED)                                                                 \
     do {                                                                                                      \
+        __m256i isum4[COLIBRI_P8_TILE];                                                                       \
+        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], side.b[u][j0], WORDS, SIGNED, isum4); \
         COLIBRI_P8_UNROLL                                                                                     \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
-            __m256i isum = _mm256_sub_epi32(                                                                  \
-                colibri_gb_isum(panel.q[u], panel.qa[u], panel.s[u], side.b[u][j0 + j], WORDS, SIGNED), panel.corr[u]); \
+            __m256i isum = isum4[j];                                                                          \
             __m256 da = _mm256_set1_ps(side.d[u][j0 + j]);                                                    \
             __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
             if (HAS_M) {                                                                                      \
@@ -161,17 +242,17 @@ static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m25
     } while (0)
 
 /* DECL: the gemm's storage class, type and name for the type of WBLOCK: UNPACK(row, g) its
- * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2 or 4) the words
- * added in int16, HAS_M whether it has mins, SIGNED whether it takes the |q| form. Same
+ * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2, 4 or 8) the words
+ * added in int16, HAS_M whether it has mins, SIGNED its integer form, D8 its D hook. Same
  * contract as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
-#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED)                 \
+#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8)             \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED)), \
-                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED), COLIBRI_GB_NO_TILE,                \
+                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
                           COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED))                                                \
     }
@@ -199,19 +280,35 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
     return colibri_iq4_xs_quants((const colibri_block_iq4_xs *)row + g / 8, (int)(g % 8));
 }
 
-/* T, its offset C, the words its pairs can add in int16 (2 · 255 · max|q| per pair: Q5_K, Q6_K
- * and Q5_1 reach 16320, the others at most 8160; the IQ4 tables' 2 · 127 · 127 = 32258 one word
- * only), whether it has mins and whether it takes the |q| form (the IQ4 tables: |q| <= 127). */
-#define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED)                                                             \
+/* T, its offset C, the words its pairs can add in int16 (BIASED: 2 · 255 · max|q| per pair:
+ * Q6_K and Q5_1 reach 16320, the others at most 8160; UNSIGNED: 2 · max u · 128, Q4_K 3840 and
+ * Q5_K 7936; the IQ4 tables' 2 · 127 · 127 = 32258 one word only), whether it has mins, its
+ * integer form (COLIBRI_GB_BIASED / ABS / UNSIGNED) and its D hook (COLIBRI_GB_D_*). */
+#define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED, D8)                                                         \
     COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
-                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED)
-COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, 0)
-COLIBRI_GB_GEMM(q3_k, COLIBRI_C_Q3_K, 4, 0, 0)
-COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 4, 1, 0)
-COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 2, 1, 0)
-COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, 0)
-COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, 0)
-COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, 0)
-COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, 0)
-COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, 1)
-COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, 1)
+                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED, D8)
+COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q2_K)
+/* Q3_K's group scales as colibri_q3_k_group_scales gives them, but only the group's two of
+ * colibri_q3_k_scales's 16 (same bits: its loop decoded all 16 per row and group, half of
+ * the gemm's time in perf); D by COLIBRI_GB_D_Q3_K. */
+static inline void colibri_gb_q3_k_group_scales(const void *row, int64_t g, colibri_group_scales *gs) {
+    const colibri_block_q3_k *b = (const colibri_block_q3_k *)row + g / 8;
+    int32_t sc[2];
+    for (int h = 0; h < 2; h++) {
+        int s = 2 * (int)(g % 8) + h;
+        uint8_t lo = (uint8_t)((b->scales[s % 8] >> (4 * (s / 8))) & 0x0f);
+        uint8_t hi = (uint8_t)((b->scales[8 + s % 4] >> (2 * (s / 4))) & 0x03);
+        sc[h] = (int32_t)(uint8_t)(lo | (hi << 4)) - 32;
+    }
+    colibri_group_scales_set(gs, sc[0], sc[1], 0, 0, 0.0f, 0.0f);
+}
+COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_q3_k_avx2, colibri_block_q3_k, colibri_gb_q3_k, colibri_gb_q3_k_group_scales,
+                          COLIBRI_C_Q3_K, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q3_K)
+COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q4_K)
+COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q5_K)
+COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q6_K)
+COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
