@@ -115,38 +115,60 @@ def step_ms(table: dict, d: int, c: int) -> float:
     return at(lo) if lo == hi else at(lo) + (d - lo) / (hi - lo) * (at(hi) - at(lo))
 
 
+class ClosedLoop:
+    """serve_bench's clients in a replay: each sends a prompt of 128-512 tokens (seeded), reads
+    `gen` tokens, then sends the next; the replay's scheduler says what each step does."""
+
+    def __init__(self, clients: int, gen: int, requests: int):
+        rng = np.random.default_rng(clients)
+        self.queue = rng.integers(128, 513, size=max(4, clients * requests)).tolist()
+        self.gen, self.now, self.itl, self.ttft, self.tokens = gen, 0.0, [], [], 0
+        self.active = [self._client() for _ in range(clients) if self.queue]
+
+    def _client(self) -> dict:
+        return {"prompt": self.queue.pop(0), "done": 0, "out": 0, "sent": self.now, "last": 0.0}
+
+    def decoding(self) -> list[dict]:
+        return [a for a in self.active if a["out"]]
+
+    def step(self, ms: float, decoding: list[dict], prefilled: list[tuple[dict, int]]) -> None:
+        """A step of `ms`: every decoding client gets a token, each (client, n) in `prefilled` has
+        n more prompt tokens cached (its first token when that ends the prompt)."""
+        self.now += ms / 1e3
+        for a in decoding:
+            self.itl.append(self.now - a["last"])
+            a["last"], a["out"], self.tokens = self.now, a["out"] + 1, self.tokens + 1
+        for a, take in prefilled:
+            a["done"] += take
+            if a["done"] == a["prompt"]:
+                a["out"], a["last"], self.tokens = 1, self.now, self.tokens + 1
+                self.ttft.append(self.now - a["sent"])
+        for a in [a for a in self.active if a["out"] >= self.gen]:
+            self.active.remove(a)
+            if self.queue:
+                self.active.append(self._client())
+
+    def result(self, **labels) -> dict:
+        p50, p99 = (1e3 * float(np.percentile(self.itl, q)) for q in (50, 99))
+        return {**labels, "aggregate_tok_s": self.tokens / self.now,
+                "ttft_p50_ms": 1e3 * float(np.percentile(self.ttft, 50)), "itl_p50_ms": p50, "itl_p99_ms": p99}
+
+
 def replay(table: dict, clients: int, chunk: int, n_batch: int = 256, gen: int = 128, requests: int = 2) -> dict:
     """serve_bench's closed loop under the scheduler's rule (decode first, then prompt chunks
     oldest first within min(n_batch - decoding, chunk), the whole n_batch when none decodes)."""
-    rng = np.random.default_rng(clients)
-    queue = rng.integers(128, 513, size=max(4, clients * requests)).tolist()
-    now, itl, ttft, tokens = 0.0, [], [], 0
-    active = [{"prompt": queue.pop(0), "done": 0, "out": 0, "sent": 0.0, "last": 0.0} for _ in range(clients) if queue]
-    while active:
-        decoding = [a for a in active if a["out"]]
+    loop = ClosedLoop(clients, gen, requests)
+    while loop.active:
+        decoding = loop.decoding()
         budget = min(n_batch - len(decoding), chunk) if decoding else n_batch
         work = []
-        for a in active:
+        for a in loop.active:
             if not a["out"] and budget > 0:
                 take = min(a["prompt"] - a["done"], budget)
                 work.append((a, take))
                 budget -= take
-        now += step_ms(table, len(decoding), sum(t for _, t in work)) / 1e3
-        for a in decoding:
-            itl.append(now - a["last"])
-            a["last"], a["out"], tokens = now, a["out"] + 1, tokens + 1
-        for a, take in work:
-            a["done"] += take
-            if a["done"] == a["prompt"]:
-                a["out"], a["last"], tokens = 1, now, tokens + 1
-                ttft.append(now - a["sent"])
-        for a in [a for a in active if a["out"] >= gen]:
-            active.remove(a)
-            if queue:
-                active.append({"prompt": queue.pop(0), "done": 0, "out": 0, "sent": now, "last": 0.0})
-    p50, p99 = (1e3 * float(np.percentile(itl, q)) for q in (50, 99))
-    return {"clients": clients, "chunk": chunk, "aggregate_tok_s": tokens / now,
-            "ttft_p50_ms": 1e3 * float(np.percentile(ttft, 50)), "itl_p50_ms": p50, "itl_p99_ms": p99}
+        loop.step(step_ms(table, len(decoding), sum(t for _, t in work)), decoding, work)
+    return loop.result(clients=clients, chunk=chunk)
 
 
 def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chunk: int = 64, n_batch: int = 256,
@@ -155,17 +177,14 @@ def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chu
     advanced by the engine's own PrefillPacer fed the table's step times (times 1 + noise * a
     normal draw); a chunk layer costs 1/n_layer of what the whole chunk adds to a step."""
     from colibri.serving.pacing import PrefillPacer
-    rng, jitter = np.random.default_rng(clients), np.random.default_rng(0)
-    queue = rng.integers(128, 513, size=max(4, clients * requests)).tolist()
-    now, itl, ttft, tokens = 0.0, [], [], 0
-    active = [{"prompt": queue.pop(0), "done": 0, "out": 0, "sent": 0.0, "last": 0.0} for _ in range(clients) if queue]
+    loop, jitter = ClosedLoop(clients, gen, requests), np.random.default_rng(0)
     pacer, flight = PrefillPacer(n_layer, slack=slack), None     # flight: [client, tokens, next layer]
-    while active:
-        decoding = [a for a in active if a["out"]]
+    while loop.active:
+        decoding = loop.decoding()
         finished = []
         if not decoding:                 # nothing decodes: whole prompts, every layer, as the engine does
             work, budget = [], n_batch
-            for a in active:
+            for a in loop.active:
                 take = min(a["prompt"] - a["done"], budget - (flight[1] if flight and flight[0] is a else 0))
                 if budget > 0 and take > 0:
                     work.append((a, take))
@@ -174,10 +193,10 @@ def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chu
         else:
             d, ms, layers, take = len(decoding), step_ms(table, len(decoding), 0), 0, 0
             if flight is None:
-                a = next((a for a in active if not a["out"]), None)
+                a = next((a for a in loop.active if not a["out"]), None)
                 flight = [a, min(a["prompt"] - a["done"], chunk), 0] if a else None
             if flight:
-                layers = pacer.layers(len(active), d, flight[1], may_pause=flight[2] == 0)
+                layers = pacer.layers(len(loop.active), d, flight[1], may_pause=flight[2] == 0)
                 if layers == 0:
                     flight = None
                 else:
@@ -189,22 +208,8 @@ def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chu
                         finished, flight = [(flight[0], take)], None
             ms *= 1 + noise * jitter.standard_normal()
             pacer.observe(d, take, layers, ms / 1e3)
-        now += ms / 1e3
-        for a in decoding:
-            itl.append(now - a["last"])
-            a["last"], a["out"], tokens = now, a["out"] + 1, tokens + 1
-        for a, take in finished:
-            a["done"] += take
-            if a["done"] == a["prompt"]:
-                a["out"], a["last"], tokens = 1, now, tokens + 1
-                ttft.append(now - a["sent"])
-        for a in [a for a in active if a["out"] >= gen]:
-            active.remove(a)
-            if queue:
-                active.append({"prompt": queue.pop(0), "done": 0, "out": 0, "sent": now, "last": 0.0})
-    p50, p99 = (1e3 * float(np.percentile(itl, q)) for q in (50, 99))
-    return {"clients": clients, "slack": slack, "aggregate_tok_s": tokens / now,
-            "ttft_p50_ms": 1e3 * float(np.percentile(ttft, 50)), "itl_p50_ms": p50, "itl_p99_ms": p99}
+        loop.step(ms, decoding, finished)
+    return loop.result(clients=clients, slack=slack)
 
 
 def print_replays(table: dict) -> None:
