@@ -334,8 +334,9 @@ def _serve_parser(sub) -> None:
     serve.add_argument("--prefill-chunk", type=_positive_int, default=64,
                        help="most prompt tokens per step while other sequences decode")
     serve.add_argument("--prefill-slack", type=_non_negative_float, default=0.7,
-                       help="while sequences decode, a prompt chunk runs as many layers a step as keep the step "
-                            "within 1 + this times a decode step (0: the whole chunk in one step)")
+                       help="while sequences decode, a prompt chunk runs as many of its layers a step as add at "
+                            "most this times a decode step of all the slots' sequences (0: the whole chunk in one "
+                            "step)")
     serve.add_argument("--prefill-layers", type=_positive_int, default=None,
                        help="layers a prompt chunk runs per step beside decoding sequences (fixed, instead of "
                             "--prefill-slack's measured pacing)")
