@@ -240,9 +240,13 @@ class NativeContext:
             seq=_native.as_ptr(seqs, ctypes.c_int32),
             want_logits=_native.as_ptr(want, ctypes.c_int8),
         )
-        layer_span = _native.LayerSpan(*span) if span else None
-        status = _native.lib().colibri_forward_span(self.handle, ctypes.byref(batch),
-                                                    ctypes.byref(layer_span) if layer_span else None,
+        self.run_batch(batch, outputs, span)
+
+    def run_batch(self, batch: _native.Batch, outputs: _native.Outputs,
+                  span: tuple[int, int, int] | None = None) -> None:
+        """forward() over a colibri_batch the caller built (and keeps the arrays of) itself."""
+        layer_span = ctypes.byref(_native.LayerSpan(*span)) if span else None
+        status = _native.lib().colibri_forward_span(self.handle, ctypes.byref(batch), layer_span,
                                                     ctypes.byref(outputs))
         if status == _native.STATUS_IO:   # a paged expert could not be read from its file
             raise ModelError(_native.last_error())

@@ -61,6 +61,9 @@ class Sampler:
 
     def sample(self, logits: np.ndarray, previous_tokens: Sequence[int]) -> int:
         """The next token id given ``logits`` (``[vocab]``) and the ids seen so far (prompt included)."""
+        if (self.params.temperature == 0 and self.params.repetition_penalty == 1.0
+                and getattr(logits, "dtype", None) == np.float32):
+            return _argmax(logits)                                 # what the float32 copy below would give
         scores = self._penalized(logits, previous_tokens)
         if self.params.temperature == 0:
             return int(np.argmax(scores))
@@ -105,6 +108,17 @@ class Sampler:
         if p.min_p > 0.0:
             _keep_min_p(scores, p.min_p)
         return _softmax(scores)
+
+
+def _argmax(logits) -> int:
+    """Greedy choice straight from float32 logits: one pass, no copy. np.argmax stops at the
+    first NaN, so a NaN anywhere is caught by checking the element it returns."""
+    if logits.ndim != 1 or logits.size == 0:
+        raise ValueError(f"sampling: logits must be a non-empty [vocab] vector, got shape {logits.shape}")
+    index = int(np.argmax(logits))
+    if np.isnan(logits[index]):
+        raise ValueError("sampling: logits contain NaN")
+    return index
 
 
 def _apply_repetition_penalty(scores: np.ndarray, previous_tokens: Sequence[int], penalty: float) -> None:

@@ -147,14 +147,23 @@ def test_previous_tokens_beyond_the_vocabulary_are_ignored_and_negative_ones_rej
         sampler.sample(logits, [-1])
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.0])     # 0: the greedy path that skips the copy
 @pytest.mark.parametrize("logits, message", [
     (np.array([1.0, np.nan], dtype=np.float32), "logits contain NaN"),
+    (np.array([np.nan, 1.0, 2.0], dtype=np.float32), "logits contain NaN"),
+    (np.array([1.0, np.inf, np.nan, 3.0], dtype=np.float32), "logits contain NaN"),
     (np.zeros((2, 3), dtype=np.float32), r"logits must be a non-empty \[vocab\] vector"),
     (np.zeros(0, dtype=np.float32), r"logits must be a non-empty \[vocab\] vector"),
 ])
-def test_bad_logits(logits, message):
+def test_bad_logits(logits, message, temperature):
     with pytest.raises(ValueError, match=message):
-        Sampler(SamplingParams()).sample(logits, [])
+        Sampler(SamplingParams(temperature=temperature)).sample(logits, [])
+
+
+def test_greedy_takes_the_first_of_tied_maxima_in_float32_and_float64():
+    logits = np.array([0.5, 2.0, -1.0, 2.0], dtype=np.float32)
+    for dtype in (np.float32, np.float64):
+        assert Sampler(SamplingParams(temperature=0)).sample(logits.astype(dtype), []) == 1
 
 
 @pytest.mark.parametrize("field, value", [
