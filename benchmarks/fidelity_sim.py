@@ -25,7 +25,8 @@ Activation roundings (per matrix, by the weight's type):
 Experiments: colibri, llama, q8s:B, q8h:K, fsum, kv16 (colibri with an f16 KV cache), and
 only:CLASS (colibri's rounding on one class of matrices, the rest exact) and per16:CLASS (colibri,
 with q8s:16 on that class), CLASS one of qkv (attn_q/k/v), o (attn_output), gu (ffn_gate/up),
-down (ffn_down), head (the output matrix).
+down (ffn_down), head (the output matrix); layers:A-B (colibri's rounding on layers A..B, the rest
+and the output matrix exact).
 """
 from __future__ import annotations
 
@@ -158,6 +159,10 @@ def policy_of(model: Model, experiment: str):
         return (lambda n: "fsum" if model.types[n] == "Q4_1" else colibri(n)), "f32"
     if kind == "only":
         return (lambda n: colibri(n) if matrix_class(n) == arg else "exact"), "f32"
+    if kind == "layers":
+        lo, _, hi = arg.partition("-")
+        inside = lambda n: n.startswith("blk.") and int(lo) <= int(n.split(".")[1]) <= int(hi or lo)
+        return (lambda n: colibri(n) if inside(n) else "exact"), "f32"
     if kind == "per16":
         return (lambda n: "q8s:16" if matrix_class(n) == arg else colibri(n)), "f32"
     raise SystemExit(f"unknown experiment {experiment!r}")
