@@ -24,7 +24,7 @@ Activation roundings (per matrix, by the weight's type):
   fsum      colibri, but Q4_1's offset term m_w * s with s the float sum of the block's x
 Experiments: colibri, llama, q8s:B, q8h:K, fsum, kv16 (colibri with an f16 KV cache), and
 only:CLASS (colibri's rounding on one class of matrices, the rest exact) and per16:CLASS (colibri,
-with q8s:16 on that class), CLASS one of qkv (attn_q/k/v), o (attn_output), gu (ffn_gate/up),
+with q8s:16 on that class; per16:32, on the 32-element weight types), CLASS one of qkv (attn_q/k/v), o (attn_output), gu (ffn_gate/up),
 down (ffn_down), head (the output matrix); layers:A-B (colibri's rounding on layers A..B, the rest
 and the output matrix exact).
 """
@@ -163,6 +163,9 @@ def policy_of(model: Model, experiment: str):
         lo, _, hi = arg.partition("-")
         inside = lambda n: n.startswith("blk.") and int(lo) <= int(n.split(".")[1]) <= int(hi or lo)
         return (lambda n: colibri(n) if inside(n) else "exact"), "f32"
+    if kind == "per16" and arg == "32":   # q8s:16 on the 32-element weight types only
+        small = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4")
+        return (lambda n: "q8s:16" if model.types[n] in small else colibri(n)), "f32"
     if kind == "per16":
         return (lambda n: "q8s:16" if matrix_class(n) == arg else colibri(n)), "f32"
     raise SystemExit(f"unknown experiment {experiment!r}")
