@@ -98,17 +98,17 @@ static int colibri_span_check(colibri_context *ctx, const colibri_batch *batch, 
                                          "and sequence must match)", t, i);
             }
         }
+        /* s.seq_last_pos, reused: each carried sequence's first position, -1 for the others */
+        for (int32_t q = 0; q < ctx->n_seq; q++) s->seq_last_pos[q] = -1;
+        for (int32_t i = n - 1; i >= 0; i--) s->seq_last_pos[ctx->carry_seq[i]] = ctx->carry_pos[i];
         for (int32_t t = 0; t < n_full; t++) {
-            for (int32_t i = 0; i < n; i++) {
-                if (batch->seq[t] == ctx->carry_seq[i]) {
-                    return colibri_error_set(COLIBRI_ERR_INVALID,
-                                             "layer span: batch token %d belongs to sequence %d, whose carried "
-                                             "tokens have not finished", t, batch->seq[t]);
-                }
+            if (s->seq_last_pos[batch->seq[t]] >= 0) {
+                return colibri_error_set(COLIBRI_ERR_INVALID,
+                                         "layer span: batch token %d belongs to sequence %d, whose carried "
+                                         "tokens have not finished", t, batch->seq[t]);
             }
         }
-        for (int32_t i = n - 1; i >= 0; i--) s->seq_last_pos[ctx->carry_seq[i]] = ctx->carry_pos[i];
-        for (int32_t i = 0; i < n; i++) {   /* s.seq_last_pos: each carried sequence's first position */
+        for (int32_t i = 0; i < n; i++) {
             int32_t seq = ctx->carry_seq[i];
             if (ctx->seq_len[seq] != s->seq_last_pos[seq]) {
                 return colibri_error_set(COLIBRI_ERR_INVALID,
