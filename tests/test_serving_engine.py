@@ -221,6 +221,49 @@ def test_engine_thread_serves_concurrent_submitters(lone):
     assert got == want
 
 
+def test_after_outputs_runs_once_after_each_step_that_handed_out_outputs():
+    calls, steps_with_outputs = [], []
+    with load(2) as model:
+        engine = Engine(model, after_outputs=lambda: calls.append(len(delivered)))
+        delivered = []
+        for text in TEXTS[:2]:
+            engine.submit(model.tokenizer.encode(text), GenerationParams(max_tokens=4, temperature=0.0),
+                          sink=delivered.append)
+        while True:
+            before = len(delivered)
+            if not engine.step():
+                break
+            if len(delivered) > before:
+                steps_with_outputs.append(len(delivered))
+        assert len(delivered) >= 8
+    # called exactly once per step that produced outputs, after all of that step's outputs
+    assert calls == steps_with_outputs
+
+
+def test_the_servers_loop_handoff_waits_for_the_loop_and_never_blocks_long():
+    import asyncio
+    import threading
+    import time
+
+    from colibri.server.app import _LoopHandoff
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    ran = []
+    loop.call_soon_threadsafe(ran.append, "output")
+    _LoopHandoff(loop, timeout=5.0)()
+    assert ran == ["output"]                      # the loop ran the step's callbacks before it returned
+    loop.call_soon_threadsafe(time.sleep, 0.5)    # a loop busy elsewhere: the wait ends at the timeout
+    start = time.monotonic()
+    _LoopHandoff(loop, timeout=0.05)()
+    assert time.monotonic() - start < 0.4
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+    loop.close()
+    _LoopHandoff(loop)()                          # a closed loop: returns at once
+
+
 def test_stop_strings_max_tokens_and_usage(lone):
     ids = lone.model.tokenizer.encode(TEXTS[0])
     free = run(lone, ids, GenerationParams(max_tokens=30, temperature=0.0))

@@ -73,6 +73,7 @@ class ServerState:
         self.load_error: str | None = None
         self.on_load_failed = lambda: None   # serve() stops the server
         self.created = int(time.time())
+        self.loop: asyncio.AbstractEventLoop | None = None   # the server's event loop, set at startup
 
     def load(self) -> None:
         import colibri
@@ -86,7 +87,8 @@ class ServerState:
             try:
                 engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk,
                                 prefill_slack=c.prefill_slack, prefill_layers=c.prefill_layers,
-                                observer=self.metrics)
+                                observer=self.metrics,
+                                after_outputs=_LoopHandoff(self.loop) if self.loop is not None else None)
             except BaseException:
                 model.close()
                 raise
@@ -185,6 +187,25 @@ class _Sink:
             except RuntimeError:   # the loop is closed: the server is stopping
                 pass
         return put
+
+
+class _LoopHandoff:
+    """The engine's after_outputs: wait (at most `timeout` s) until the event loop has run the
+    step's output callbacks and the stream tasks they woke (the sends), so a token goes out
+    before the next forward step rather than during it. During a step every thread of the
+    forward is busy; a loop woken then may not get a CPU before the step ends, and that token
+    would reach its client together with the next."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float = 0.002):
+        self.loop, self.timeout = loop, timeout
+
+    def __call__(self) -> None:
+        sent = threading.Event()
+        try:   # queued behind the outputs' callbacks; the tasks they woke run in the loop's next pass
+            self.loop.call_soon_threadsafe(self.loop.call_soon, sent.set)
+        except RuntimeError:   # the loop is closed: the server is stopping
+            return
+        sent.wait(self.timeout)
 
 
 async def _watch_disconnect(request: Request, streams) -> None:
@@ -353,6 +374,7 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
     state = ServerState(config)
 
     async def lifespan(app):
+        state.loop = asyncio.get_running_loop()
         if load:
             threading.Thread(target=state.load, name="colibri-load", daemon=True).start()
         yield

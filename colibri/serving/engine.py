@@ -79,14 +79,17 @@ class Stream:
 
 class Engine:
     def __init__(self, model, *, max_queue: int = 256, prefill_chunk: int = 64, prefill_slack: float | None = 0.7,
-                 prefill_layers: int | None = None, observer: Observer | None = None):
+                 prefill_layers: int | None = None, observer: Observer | None = None,
+                 after_outputs: Callable[[], None] | None = None):
         """model: a colibri Model whose context has one slot per concurrent sequence
         (colibri.load(..., n_seq=N, n_batch=B), B > N); the engine then owns its context.
         max_queue: most sequences waiting for a slot (QueueFull beyond).
         prefill_chunk: most prompt tokens a step takes while any sequence decodes.
         prefill_slack: while sequences decode, a prompt chunk runs as many of its layers a step as add
         at most slack times a decode step of all the slots' sequences (pacing.py; None: the whole
-        chunk in one step); prefill_layers: a fixed number of layers a step instead."""
+        chunk in one step); prefill_layers: a fixed number of layers a step instead.
+        after_outputs: called on the stepping thread after a step handed out its outputs, before
+        the next step (the HTTP layer lets its event loop send them there, see server/app.py)."""
         if model.tokenizer is None:
             raise ValueError(f"{model.path}: the model has no tokenizer; the engine needs one for text")
         ctx = model._context()
@@ -99,6 +102,7 @@ class Engine:
         self.scheduler = Scheduler(self.slots, n_batch=ctx.n_batch, prefill_chunk=prefill_chunk, pacer=self.pacer)
         self.stats = EngineStats(len(self.runner.moe_layers), self.runner.n_expert)
         self.observer = observer or Observer()
+        self.after_outputs = after_outputs
         self._eos = eos_ids(model)
         self._cond = threading.Condition()
         self._inbox: list[Sequence] = []        # submitted, not yet queued by the stepping thread
@@ -240,6 +244,8 @@ class Engine:
             self.pacer.observe(n_decode, sum(w.end - w.start for w in chunk), layers, seconds)
         self.stats.record_step(result.n_tokens, result.expert_tokens)
         self._advance(plan, result)
+        if self.after_outputs is not None and len(result.logits):
+            self.after_outputs()
         return True
 
     def _take_inbox(self) -> None:
