@@ -153,6 +153,22 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
 
+/* Tile i of the n tiles of the panel at rows r0..: pulls into L2 its share of the next
+ * panel's weight bytes (rows r0 + 8 + r for r = i, i + n, ... below 8; units [u0, u0 + nu)
+ * of the row's n_units), so that the next fill reads L2, not DRAM: the hardware prefetcher
+ * misses the fills' 8 short streams, tens of microseconds apart (a tenth of a prefill's
+ * K gemm time stalled on those loads, perf). */
+static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int64_t rows, int64_t r0, int64_t n_units,
+                                            int64_t u0, int64_t nu, int64_t i, int64_t n) {
+    int64_t lo = u0 * w_stride / n_units, hi = (u0 + nu) * w_stride / n_units;   /* the chunk's bytes of a row */
+    for (int64_t r = r0 + COLIBRI_P8_ROWS + i; r < r0 + 2 * COLIBRI_P8_ROWS && r < rows; r += n) {
+        const char *end = w + r * w_stride + hi;
+        for (const char *at = (const char *)((uintptr_t)(w + r * w_stride + lo) & ~(uintptr_t)63); at < end; at += 64) {
+            _mm_prefetch(at, _MM_HINT_T1);
+        }
+    }
+}
+
 /* ---- the driver ----------------------------------------------------------------------
  * The loop nest of every 8-row panel gemm (COLIBRI_PANEL8_GEMM below, gemm_blocks.c's
  * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of chunk_tokens, the row's N_UNITS
@@ -187,6 +203,8 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
                 __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                \
                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                \
                 for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                       \
+                    colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, (N_UNITS), u0, nu,          \
+                                             j0 / COLIBRI_P8_TILE, nt / COLIBRI_P8_TILE);                     \
                     TILE();                                                                                  \
                     __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                   \
                     COLIBRI_P8_UNROLL                                                                        \
