@@ -10,7 +10,10 @@
  * (default 64), in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
  * test.
  *
- *   build/kernels_bench [rows cols [MIB [TOKENS]]]
+ *   build/kernels_bench [rows cols [MIB [TOKENS [DTYPES [ISAS]]]]]
+ *
+ * DTYPES and ISAS: comma-separated names ("Q4_K,Q6_K", "avx2") to time only
+ * those (default: all).
  */
 #define _POSIX_C_SOURCE 199309L   /* clock_gettime under -std=c99 */
 #include <stdio.h>
@@ -29,6 +32,16 @@ static double bench_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether name is one of the comma-separated names of list (NULL: every name). */
+static int bench_listed(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t len = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0')) return 1;
+    }
+    return 0;
 }
 
 static int bench_cmp(const void *a, const void *b) {
@@ -72,9 +85,10 @@ int main(int argc, char **argv) {
     int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
     int64_t mib = argc > 3 ? atoll(argv[3]) : 2048;
     int64_t gemm_tokens = argc > 4 ? atoll(argv[4]) : 64;
+    const char *dtypes = argc > 5 ? argv[5] : NULL, *isas = argc > 6 ? argv[6] : NULL;
     if (rows <= 0 || cols <= 0 || cols % 32 != 0 || rows > (1 << 20) || cols > (1 << 20) || mib <= 0 ||
         mib > (1 << 16) || gemm_tokens <= 0 || gemm_tokens > 4096) {
-        fprintf(stderr, "usage: kernels_bench [rows cols [MIB [TOKENS]]] (cols a multiple of 32, MIB <= 65536, "
+        fprintf(stderr, "usage: kernels_bench [rows cols [MIB [TOKENS [DTYPES [ISAS]]]]] (cols a multiple of 32, MIB <= 65536, "
                         "TOKENS <= 4096)\n");
         return 2;
     }
@@ -89,6 +103,7 @@ int main(int argc, char **argv) {
     printf("%-7s %-5s %8s %8s\n", "isa", "dtype", "GB/s", "ms");
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        if (!bench_listed(dtypes, t->name)) continue;
         int64_t row_bytes = colibri_row_bytes(dtype, cols), matrix_bytes = rows * row_bytes;
         int64_t copies = pool_bytes / matrix_bytes > 0 ? pool_bytes / matrix_bytes : 1;
         if (copies * matrix_bytes > pool_bytes) continue;   /* one matrix larger than the pool */
@@ -98,7 +113,7 @@ int main(int argc, char **argv) {
         colibri_type_traits_of(t->act_type)->from_f32(src, xq, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
-            if (!isa) continue;
+            if (!isa || !bench_listed(isas, isa->name)) continue;
             bench_call call = {isa, dtype, w, row_bytes, copies, rows, cols, xq, 0, 1, y};
             double seconds = bench_median_seconds(&call);
             double gbs = (double)(rows * row_bytes) / seconds / 1e9;
@@ -116,13 +131,14 @@ int main(int argc, char **argv) {
            (long long)g_rows, (int)gemm_tokens);
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        if (!bench_listed(dtypes, t->name)) continue;
         int64_t row_bytes = colibri_row_bytes(dtype, cols), x_bytes = colibri_row_bytes(t->act_type, cols);
         t->from_f32(src, w, cols);
         for (int64_t r = 1; r < g_rows; r++) memcpy(w + r * row_bytes, w, (size_t)row_bytes);
         for (int64_t k = 0; k < gemm_tokens; k++) colibri_type_traits_of(t->act_type)->from_f32(src, xs + k * x_bytes, cols);
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
-            if (!isa) continue;
+            if (!isa || !bench_listed(isas, isa->name)) continue;
             bench_call call = {isa, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, gemm_tokens, ys};
             double seconds = bench_median_seconds(&call);
             double gmacs = (double)(g_rows * cols * gemm_tokens) / seconds / 1e9;

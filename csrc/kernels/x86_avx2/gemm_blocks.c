@@ -37,7 +37,12 @@
 /* Pure (convert.c): so that GCC drops the calls whose results COLIBRI_GB_D_SUPER replaces. */
 float colibri_f16_to_f32(uint16_t h) __attribute__((const));
 
-#define COLIBRI_GB_GROUPS COLIBRI_PANEL_BLOCKS   /* groups per chunk (32): an 8 KiB panel of quants */
+/* The chunks: a panel is filled once per COLIBRI_GB_TOKENS tokens (the fill, scalar scales
+ * and transposes, was a fifth of the time at 64), and the tokens' side of a chunk
+ * (COLIBRI_GB_TOKENS x COLIBRI_GB_GROUPS x 40 bytes: 160 KiB, on the stack) stays in L2
+ * while every panel of the rows streams it. */
+#define COLIBRI_GB_TOKENS 128   /* tokens per chunk */
+#define COLIBRI_GB_GROUPS 32    /* groups per chunk: an 8 KiB panel of quants */
 
 /* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
  * correction; ABS vpmaddubsw(|q|, sign(q)·a) (the IQ4 tables); UNSIGNED vpmaddubsw(u, a), the
@@ -58,26 +63,37 @@ typedef struct colibri_group_panel8 {
     __m256 dm[COLIBRI_GB_GROUPS];      /* dm: [group] 8 rows' DMIN */
 } colibri_group_panel8;
 
+/* One group of a tile's 4 tokens, what the step reads of them: 160 bytes in a row. */
+typedef struct colibri_group_tile {
+    uint8_t b[COLIBRI_P8_TILE][32];   /* b: [token, element] a + 128 (SIGNED: a) */
+    float d[COLIBRI_P8_TILE];         /* d: [token] activation scales */
+    int32_t a[COLIBRI_P8_TILE];       /* a: [token] (A_0, A_1) as int16 */
+} colibri_group_tile;
+
+/* The chunk's tokens, tile by tile: a tile's walk over the groups reads one stream (laid
+ * [group, token] as before, the groups were 2 KiB apart at 64 tokens and 4 KiB at 128,
+ * and fought over a few L1 sets). */
 typedef struct colibri_group_tokens {
-    uint8_t b[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS][32];   /* b: [group, token, element] a + 128 (SIGNED: a) */
-    float d[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS];         /* d: [group, token] activation scales */
-    int32_t a[COLIBRI_GB_GROUPS][COLIBRI_PANEL_TOKENS];       /* a: [group, token] (A_0, A_1) as int16 */
+    colibri_group_tile t[COLIBRI_GB_TOKENS / COLIBRI_P8_TILE][COLIBRI_GB_GROUPS];   /* t: [tile, group] */
 } colibri_group_tokens;
 
-/* The Q8_S side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng).
- * Inline on purpose: as a plain static function GCC 12.2 (-O1 and up; its IPA mod/ref
- * analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped every call to it. */
+/* The Q8_S side of tokens t0.. (nt of them, a multiple of the tile; real ones kt) for
+ * groups [g0, g0 + ng). Inline on purpose: as a plain static function GCC 12.2 (-O1 and
+ * up; its IPA mod/ref analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped
+ * every call to it. */
 static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const char *x, int64_t x_stride, int64_t t0,
                                              int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased) {
     __m256i flip = _mm256_set1_epi8(biased ? (char)0x80 : 0);
     for (int64_t j = 0; j < nt; j++) {
         const colibri_block_q8_s *row = (const colibri_block_q8_s *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
+        int64_t i = j % COLIBRI_P8_TILE;
         for (int64_t g = 0; g < ng; g++) {
             const colibri_block_q8_s *blk = &row[g0 + g];
+            colibri_group_tile *tile = &side->t[j / COLIBRI_P8_TILE][g];
             __m256i qs = _mm256_loadu_si256((const __m256i *)blk->qs);
-            _mm256_storeu_si256((__m256i *)side->b[g][j], _mm256_xor_si256(qs, flip));
-            side->d[g][j] = blk->d;
-            side->a[g][j] = (int32_t)((uint32_t)(uint16_t)blk->sum[0] | (uint32_t)(uint16_t)blk->sum[1] << 16);
+            _mm256_storeu_si256((__m256i *)tile->b[i], _mm256_xor_si256(qs, flip));
+            tile->d[i] = blk->d;
+            tile->a[i] = (int32_t)((uint32_t)(uint16_t)blk->sum[0] | (uint32_t)(uint16_t)blk->sum[1] << 16);
         }
     }
 }
@@ -227,14 +243,15 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
 #define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED)                                                                 \
     do {                                                                                                      \
         __m256i isum4[COLIBRI_P8_TILE];                                                                       \
-        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], side.b[u][j0], WORDS, SIGNED, isum4); \
+        const colibri_group_tile *tile = &side.t[j0 / COLIBRI_P8_TILE][u];                                   \
+        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], WORDS, SIGNED, isum4); \
         COLIBRI_P8_UNROLL                                                                                     \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
             __m256i isum = isum4[j];                                                                          \
-            __m256 da = _mm256_set1_ps(side.d[u][j0 + j]);                                                    \
+            __m256 da = _mm256_set1_ps(tile->d[j]);                                                           \
             __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
             if (HAS_M) {                                                                                      \
-                __m256i msum = _mm256_madd_epi16(panel.m[u], _mm256_set1_epi32(side.a[u][j0 + j]));           \
+                __m256i msum = _mm256_madd_epi16(panel.m[u], _mm256_set1_epi32(tile->a[j]));           \
                 v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[u], da))); \
             }                                                                                                 \
             acc[j] = _mm256_add_ps(acc[j], v);                                                                \
@@ -250,6 +267,7 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
          float *y, int64_t y_stride) {                                                                            \
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
+        const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED)), \
                           COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \

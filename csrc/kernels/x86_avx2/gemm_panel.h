@@ -153,14 +153,31 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
 
+/* Tile i of the n tiles of the panel at rows r0..: pulls into L2 its share of the next
+ * panel's weight bytes (rows r0 + 8 + r for r = i, i + n, ... below 8; units [u0, u0 + nu)
+ * of the row's n_units), so that the next fill reads L2, not DRAM: the hardware prefetcher
+ * misses the fills' 8 short streams, tens of microseconds apart (a tenth of a prefill's
+ * K gemm time stalled on those loads, perf). */
+static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int64_t rows, int64_t r0, int64_t n_units,
+                                            int64_t u0, int64_t nu, int64_t i, int64_t n) {
+    int64_t lo = u0 * w_stride / n_units, hi = (u0 + nu) * w_stride / n_units;   /* the chunk's bytes of a row */
+    for (int64_t r = r0 + COLIBRI_P8_ROWS + i; r < r0 + 2 * COLIBRI_P8_ROWS && r < rows; r += n) {
+        const char *end = w + r * w_stride + hi;
+        for (const char *at = (const char *)((uintptr_t)(w + r * w_stride + lo) & ~(uintptr_t)63); at < end; at += 64) {
+            _mm_prefetch(at, _MM_HINT_T1);
+        }
+    }
+}
+
 /* ---- the driver ----------------------------------------------------------------------
  * The loop nest of every 8-row panel gemm (COLIBRI_PANEL8_GEMM below, gemm_blocks.c's
- * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of COLIBRI_PANEL_TOKENS, the row's N_UNITS
+ * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of chunk_tokens, the row's N_UNITS
  * units (blocks, or the groups of 32 elements of the other block types) in chunks of
- * COLIBRI_PANEL_BLOCKS, panels of 8 rows, tiles of 4 tokens whose 8-row accumulators stay
+ * chunk_units, panels of 8 rows, tiles of 4 tokens whose 8-row accumulators stay
  * in registers and rest in y between unit chunks (a float store and load are exact). Rows
  * past the last one repeat it, tokens past the last one repeat it; their results are
- * dropped. Written inside a colibri_gemm_fn's body (its parameter names); the hooks are
+ * dropped. Written inside a colibri_gemm_fn's body (its parameter names, and the chunk
+ * sizes chunk_tokens, a multiple of COLIBRI_P8_TILE, and chunk_units); the hooks are
  * statements that use the driver's names: SIDE_FILL the activation side of tokens
  * [t0, t0 + nt) (kt real) and units [u0, u0 + nu); PANEL_FILL PANEL_ARGS the panel from the
  * 8 rows (row_at[r]: row r's start); TILE() declarations per tile of tokens t0 + j0..,
@@ -170,11 +187,11 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
  * parenthesised arguments, so that they expand in the driver's body, never inside a
  * macro argument, where GCC may not keep a _Pragma in its place. */
 #define COLIBRI_P8_DRIVER(N_UNITS, SIDE_FILL, PANEL_FILL, PANEL_ARGS, TILE, TILE_J, STEP, STEP_ARGS)           \
-    for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_PANEL_TOKENS) {                                           \
-        int64_t kt = n_tok - t0 < COLIBRI_PANEL_TOKENS ? n_tok - t0 : COLIBRI_PANEL_TOKENS;                  \
+    for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_tokens) {                                                   \
+        int64_t kt = n_tok - t0 < chunk_tokens ? n_tok - t0 : chunk_tokens;                                  \
         int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                         \
-        for (int64_t u0 = 0; u0 < (N_UNITS); u0 += COLIBRI_PANEL_BLOCKS) {                                   \
-            int64_t nu = (N_UNITS) - u0 < COLIBRI_PANEL_BLOCKS ? (N_UNITS) - u0 : COLIBRI_PANEL_BLOCKS;      \
+        for (int64_t u0 = 0; u0 < (N_UNITS); u0 += chunk_units) {                                            \
+            int64_t nu = (N_UNITS) - u0 < chunk_units ? (N_UNITS) - u0 : chunk_units;                        \
             SIDE_FILL;                                                                                       \
             for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                         \
                 int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                      \
@@ -186,6 +203,8 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
                 __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                \
                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                \
                 for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                       \
+                    colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, (N_UNITS), u0, nu,          \
+                                             j0 / COLIBRI_P8_TILE, nt / COLIBRI_P8_TILE);                     \
                     TILE();                                                                                  \
                     __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                   \
                     COLIBRI_P8_UNROLL                                                                        \
@@ -248,6 +267,7 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
         colibri_panel8 panel;                                                                                \
         colibri_token_side side;                                                                             \
+        const int64_t chunk_tokens = COLIBRI_PANEL_TOKENS, chunk_units = COLIBRI_PANEL_BLOCKS;               \
         const int64_t a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                                      \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
                           colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, HAS_S, C), \
