@@ -167,35 +167,11 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
         (void)d8, (void)dm8;                                                                                      \
     } while (0)
 
-/* A token's int32 sums, lane r: S_0 h_0 + S_1 h_1 over the biased bytes (b: the token's 32
- * biased activation bytes of the group), WORDS words added in int16 before each widening;
- * SIGNED: |q| times sign(q)·a over the unbiased bytes instead (qa: the |q|). */
-static inline __attribute__((always_inline)) __m256i colibri_gb_isum(const __m256i q[8], const __m256i qa[8],
-                                                                     const __m256i s[2], const uint8_t *b,
-                                                                     const int words, const int is_signed) {
-    __m256i isum = _mm256_setzero_si256();
-    COLIBRI_P8_UNROLL
-    for (int k0 = 0; k0 < 8; k0 += words) {
-        __m256i pairs = _mm256_setzero_si256();
-        COLIBRI_P8_UNROLL
-        for (int k = k0; k < k0 + words; k++) {
-            int32_t word;
-            memcpy(&word, b + 4 * k, sizeof word);
-            __m256i prod = is_signed == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[k], _mm256_sign_epi8(_mm256_set1_epi32(word), q[k]))
-                         : is_signed == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q[k], _mm256_set1_epi32(word))
-                                                            : _mm256_maddubs_epi16(_mm256_set1_epi32(word), q[k]);
-            pairs = _mm256_add_epi16(pairs, prod);
-            COLIBRI_IN_REGISTER(pairs);
-        }
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, s[k0 / 4]));
-        COLIBRI_IN_REGISTER(isum);
-    }
-    return isum;
-}
-
-/* The tile's 4 tokens at once (b: token j's 32 bytes of the group at b + 32 j), word by word:
- * each weight word is loaded once for the 4 tokens, whose int16 pair sums stay in registers,
- * as the Q4_0 panel's dot does. The exact isum of each token, as colibri_gb_isum. */
+/* Each of a tile's 4 tokens' exact int32 sums, lane r: S_0 h_0 + S_1 h_1 (b: token j's 32
+ * activation bytes of the group at b + 32 j, biased or not as the form wants), less corr for
+ * the BIASED form; WORDS words added in int16 before each widening. Word by word: each weight
+ * word is loaded once for the 4 tokens, whose pair sums stay in registers, as the Q4_0
+ * panel's dot does. */
 static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
                                                                    const __m256i s[2], __m256i corr,
                                                                    const uint8_t *b, const int words,
