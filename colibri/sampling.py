@@ -85,9 +85,7 @@ class Sampler:
 
     def _penalized(self, logits, previous_tokens) -> np.ndarray:
         """float32 copy of ``logits`` with the repetition penalty applied; validates the input."""
-        logits = np.asarray(logits)
-        if logits.ndim != 1 or logits.size == 0:
-            raise ValueError(f"sampling: logits must be a non-empty [vocab] vector, got shape {logits.shape}")
+        logits = _vector(logits)
         if np.isnan(logits).any():
             raise ValueError("sampling: logits contain NaN")
         scores = logits.astype(np.float32, copy=True)              # scores: [vocab]
@@ -110,11 +108,18 @@ class Sampler:
         return _softmax(scores)
 
 
+def _vector(logits) -> np.ndarray:
+    """``logits`` as an array; ValueError unless it is a non-empty [vocab] vector."""
+    logits = np.asarray(logits)
+    if logits.ndim != 1 or logits.size == 0:
+        raise ValueError(f"sampling: logits must be a non-empty [vocab] vector, got shape {logits.shape}")
+    return logits
+
+
 def _argmax(logits) -> int:
     """Greedy choice straight from float32 logits: one pass, no copy. np.argmax stops at the
     first NaN, so a NaN anywhere is caught by checking the element it returns."""
-    if logits.ndim != 1 or logits.size == 0:
-        raise ValueError(f"sampling: logits must be a non-empty [vocab] vector, got shape {logits.shape}")
+    logits = _vector(logits)
     index = int(np.argmax(logits))
     if np.isnan(logits[index]):
         raise ValueError("sampling: logits contain NaN")

@@ -222,10 +222,9 @@ def test_engine_thread_serves_concurrent_submitters(lone):
 
 
 def test_after_outputs_runs_once_after_each_step_that_handed_out_outputs():
-    calls, steps_with_outputs = [], []
+    calls, steps_with_outputs, delivered = [], [], []
     with load(2) as model:
         engine = Engine(model, after_outputs=lambda: calls.append(len(delivered)))
-        delivered = []
         for text in TEXTS[:2]:
             engine.submit(model.tokenizer.encode(text), GenerationParams(max_tokens=4, temperature=0.0),
                           sink=delivered.append)

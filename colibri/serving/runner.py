@@ -90,18 +90,20 @@ class Runner:
             return StepResult(logits, None, None, None, n_fed)
         experts = self._experts[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
         gates = self._gates[:self.n_layer * n_tokens * self.top_k].reshape(self.n_layer, n_tokens, self.top_k)
-        keys = experts[self.moe_layers] + self._expert_offsets                  # [n_moe, T, k]: layer * E + expert
         if span:
             n_span, begin, end = span
             full = n_tokens - n_span
             for rows, into in ((experts, self._carried_experts), (gates, self._carried_gates)):
                 into[begin:end, :n_span] = rows[begin:end, full:]
                 rows[:begin, full:] = into[:begin, :n_span]      # the chunk's earlier layers, for its routes
+        moe_experts = experts[self.moe_layers]                                    # [n_moe, T, k]
+        keys = moe_experts + self._expert_offsets                                 # [n_moe, T, k]: layer * E + expert
+        if span:   # the chunk's tokens count only at the layers this step ran
             ran = (self.moe_layers >= begin) & (self.moe_layers < end)
-            keys = np.concatenate([keys[:, :full].ravel(), keys[ran, full:].ravel()])   # routings this step ran
+            keys = np.concatenate([keys[:, :full].ravel(), keys[ran, full:].ravel()])
         counts = np.bincount(keys.ravel(), minlength=len(self.moe_layers) * self.n_expert)
         routes = any(w.seq.params.routes for w in plan if w.wants_logits)
         return StepResult(logits,
-                          experts[self.moe_layers][:, wanted_rows] if routes else None,
+                          moe_experts[:, wanted_rows] if routes else None,
                           gates[self.moe_layers][:, wanted_rows] if routes else None,
                           counts.reshape(len(self.moe_layers), self.n_expert), n_fed)
