@@ -414,7 +414,12 @@ def test_responses_match_the_openapi_models(server):
 
 def test_one_log_line_per_request(server):
     status, _, body = post(server, COMP, {"prompt": TEXTS[3], "max_tokens": 3, "user": "tester"})
-    lines = [l for l in server.log().splitlines() if body["id"] in l]
+    deadline = time.monotonic() + 10   # the line is written once the response has gone out
+    while True:
+        lines = [l for l in server.log().splitlines() if body["id"] in l]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(lines) == 1
     line = lines[0]
     assert "POST /v1/completions 200" in line and "prompt=" in line and "output=3" in line
