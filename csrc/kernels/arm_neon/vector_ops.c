@@ -57,7 +57,6 @@ static inline float colibri_q8_block_neon(const float *x, int8_t *qs, int32_t *s
     return d;
 }
 
-COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_neon, colibri_quantize_q8_1_neon, colibri_q8_block_neon)
 COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_neon, colibri_q8_block_neon)
 
 static inline float32x4_t colibri_ws4_f32(const void *r, int64_t i) { return vld1q_f32((const float *)r + i); }

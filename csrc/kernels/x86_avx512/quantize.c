@@ -38,5 +38,4 @@ static inline float colibri_q8_block_avx512(const float *x, int8_t *qs, int32_t 
     return d;
 }
 
-COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_avx512, colibri_quantize_q8_1_avx512, colibri_q8_block_avx512)
 COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_avx512, colibri_q8_block_avx512)
