@@ -78,6 +78,6 @@ def test_avx512_and_avx_vnni_tables_bitwise_equal_to_the_reference(tmp_path):
     for table in ("avx512", "avx_vnni"):
         assert f"\n{table} Q4_0:" in output and f"\n{table} Q6_K:" in output, output
     passed, failed = (int(w) for w in output.strip().splitlines()[-1].split()[0:3:2])
-    # 24611 before Q8_H; 15599 while the avx512 / avx_vnni tables leave Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and
-    # IQ4_NL (the Q8_H types) to the scalar kernels
-    assert failed == 0 and passed > 15000, output
+    # 24611 before Q8_H; 18785 while the avx512 / avx_vnni tables leave the gemm of the Q8_H types (Q8_0,
+    # Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) and avx512 their Q5_0 / Q5_1 / IQ4_NL dot_rows to the scalar kernels
+    assert failed == 0 and passed > 18000, output
