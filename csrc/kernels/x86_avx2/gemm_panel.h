@@ -12,10 +12,11 @@
  * bytes) beside the rows' widened scales d (and Q4_1 mins m). Then 4 tokens
  * at a time, their 8-row accumulators in registers: DOT4 turns the panel's
  * block b and the 4 tokens' activation bytes into 4 vectors of exact int32
- * block dots (lane r: row r), starting from each token's per-block
- * correction `start` (-c · sum a for a weight offset c, from the activation
- * side); the reference's float step then runs lane-wise:
- *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * s_a for Q4_1]
+ * block dots k0·I_0 + k1·I_1 (lane r: row r; k_h the token's Q8_H
+ * multipliers), starting from each token's per-block correction `start`
+ * (-c · (sum_0 + sum_1) for a weight offset c, from the activation side);
+ * the reference's float step then runs lane-wise:
+ *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * (d_a * (sum_0 + sum_1)) for Q4_1]
  * blocks in order, so every y[t, r] is bitwise the reference dot
  * (quant_dot.c). Between block chunks a row's running sums rest in y (a float
  * store and load are exact). Rows past the last one repeat it and tokens
@@ -42,35 +43,28 @@
 /* ---- the activation side: per token and block of a chunk ---------------------- */
 
 typedef struct colibri_token_side {
-    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* d: [block, token] activation scales */
-    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] Q8_1 s (Q4_1 only) */
-    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·sum(a) */
+    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* d: [block, token] activation units */
+    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] d·(sum_0 + sum_1) (Q4_1 only) */
+    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·(sum_0 + sum_1) */
+    int16_t k[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k: [block, token, half] multipliers */
 } colibri_token_side;
 
 /* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
- * [b0, b0 + nb): rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks, x_stride
- * bytes apart; c is the weight offset whose correction -c·sum(a) starts
- * each block's integer dot. */
+ * [b0, b0 + nb): rows of Q8_H blocks, x_stride bytes apart; has_s: Q4_1's
+ * offset factor wanted; c is the weight offset whose correction
+ * -c·(sum_0 + sum_1) (the sums carry k) starts each block's integer dot. */
 static inline void colibri_token_side_fill(colibri_token_side *side, const char *x, int64_t x_stride, int64_t t0,
                                            int64_t nt, int64_t kt, int64_t b0, int64_t nb, int has_s, int32_t c) {
-    int64_t block_bytes = has_s ? (int64_t)sizeof(colibri_block_q8_1) : (int64_t)sizeof(colibri_block_q8_0);
-    int64_t qs_offset = has_s ? 4 : 2;
-    __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t j = 0; j < nt; j++) {
-        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;   /* row: [n/32] blocks */
+        const colibri_block_q8_h *row = (const colibri_block_q8_h *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
         for (int64_t b = 0; b < nb; b++) {
-            const char *blk = row + (b0 + b) * block_bytes;
-            /* sum(a) = sum(a + 128) - 4096, the biased bytes summed by vpsadbw */
-            __m256i biased = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + qs_offset)), flip);
-            __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());   /* 4 x int64 */
-            __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-            int32_t sum = (int32_t)(_mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1)) - 32 * 128;
-            uint16_t d, s;
-            memcpy(&d, blk, sizeof d);
-            memcpy(&s, blk + 2, sizeof s);
-            side->d[b][j] = _cvtsh_ss(d);
-            side->s[b][j] = has_s ? _cvtsh_ss(s) : 0.0f;
+            const colibri_block_q8_h *blk = &row[b0 + b];
+            int32_t sum = blk->sum[0] + blk->sum[1];
+            side->d[b][j] = blk->d;
+            side->s[b][j] = has_s ? blk->d * (float)sum : 0.0f;
             side->start[b][j] = -c * sum;
+            side->k[b][j][0] = blk->k[0];
+            side->k[b][j][1] = blk->k[1];
         }
     }
 }
@@ -148,7 +142,7 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
  * registers (-O2 unrolls nothing by itself). */
 #define COLIBRI_P8_UNROLL _Pragma("GCC unroll 8")
 
-/* v + m_w * s_a per row for Q4_1; v for the others. */
+/* v + m_w * (d_a·(sum_0 + sum_1)) per row for Q4_1; v for the others. */
 #define COLIBRI_P8_NO_OFFSET(v, p, b, side, j) (v)
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
@@ -247,7 +241,7 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         __m256i isum[COLIBRI_P8_TILE];                                                           \
         COLIBRI_P8_UNROLL                                                                        \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + u * a_bytes;                  \
-        DOT4(&panel, u, a, &side.start[u][j0], isum);                                            \
+        DOT4(&panel, u, a, &side.start[u][j0], side.k[u] + j0, isum);                            \
         COLIBRI_P8_UNROLL                                                                        \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
             __m256 scale = _mm256_mul_ps(panel.d[u], _mm256_set1_ps(side.d[u][j0 + j]));         \
@@ -256,19 +250,20 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         }                                                                                        \
     } while (0)
 
-/* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_0 (HAS_S
- * 0) or Q8_1 (HAS_S 1) activations: C the weight offset the starts correct,
- * FILL(colibri_panel8 *, b, const char *const blk[8]) the panel's block b from
- * the 8 rows' blocks, DOT4(const colibri_panel8 *, b, const char *const a[4],
- * const int32_t start[4], __m256i isum[4]) the 4 tokens' exact block dots
- * (a[j]: token j's 32 activation bytes of block b), OFFSET the Q4_1 term. */
+/* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_H
+ * activations (HAS_S: Q4_1's offset factor wanted): C the weight offset the
+ * starts correct, FILL(colibri_panel8 *, b, const char *const blk[8]) the
+ * panel's block b from the 8 rows' blocks, DOT4(const colibri_panel8 *, b,
+ * const char *const a[4], const int32_t start[4], const int16_t k[4][2],
+ * __m256i isum[4]) the 4 tokens' exact block dots (a[j]: token j's 32
+ * activation bytes of block b, k[j] its multipliers), OFFSET the Q4_1 term. */
 #define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET)                                     \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,     \
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
         colibri_panel8 panel;                                                                                \
         colibri_token_side side;                                                                             \
         const int64_t chunk_tokens = COLIBRI_PANEL_TOKENS, chunk_units = COLIBRI_PANEL_BLOCKS;               \
-        const int64_t a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                                      \
+        const int64_t a_bytes = (int64_t)sizeof(colibri_block_q8_h), qs_at = 12;                             \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
                           colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, HAS_S, C), \
                           COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL), COLIBRI_P8_BLOCKS_TILE,                   \

@@ -1,10 +1,10 @@
 /*
  * x86_avx2/table.h — the AVX2-class kernel tables (x86_avx2/isa.c,
  * x86_avx_vnni/isa.c): AVX2's kernels throughout, but for Q8_0 / Q4_0 / Q4_1's
- * dot_rows, whose names end in INT8 (avx2: maddubs; avx_vnni: vpdpbusd).
- * The other block types' gemm is x86_avx2/gemm_blocks.c's panel. The types
- * whose activations are Q8_H (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) have no
- * gemm yet: dispatch.c runs their dot_rows token by token instead.
+ * dot_rows and gemm, whose names end in INT8 (avx2: maddubs; avx_vnni: vpdpbusd).
+ * The other block types' gemm is x86_avx2/gemm_blocks.c's panel, but for Q5_0,
+ * Q5_1 and IQ4_NL, whose panel does not take Q8_H activations yet: dispatch.c
+ * runs their dot_rows token by token instead.
  */
 #ifndef COLIBRI_AVX2_TABLE_H
 #define COLIBRI_AVX2_TABLE_H
@@ -38,6 +38,9 @@
             [COLIBRI_DTYPE_F32] = colibri_gemm_f32_avx2,                        \
             [COLIBRI_DTYPE_F16] = colibri_gemm_f16_avx2,                        \
             [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_avx2,                      \
+            [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_##INT8,                    \
+            [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_##INT8,                    \
+            [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_##INT8,                    \
             [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k_avx2,                      \
             [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k_avx2,                      \
             [COLIBRI_DTYPE_Q4_K] = colibri_gemm_q4_k_avx2,                      \
