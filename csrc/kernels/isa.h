@@ -276,6 +276,7 @@ void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);
 void colibri_silu_mul_avx512(float *g, const float *u, int64_t n);
 void colibri_quantize_q8_h_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_avx2(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_h_avx512(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_avx512(const float *x, void *dst, int64_t n);
 void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);

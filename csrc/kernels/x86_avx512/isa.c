@@ -39,7 +39,7 @@ const colibri_isa_table colibri_isa_avx512 = {
         [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_avx512,
         [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_avx512,
     },
-    NULL, /* quantize_q8_h: the scalar one (until converted) */
+    colibri_quantize_q8_h_avx512,
     colibri_quantize_q8_s_avx512,
     {colibri_weighted_sum_f32_avx512, colibri_weighted_sum_f16_avx512},
     {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},
