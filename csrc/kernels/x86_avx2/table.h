@@ -2,9 +2,7 @@
  * x86_avx2/table.h — the AVX2-class kernel tables (x86_avx2/isa.c,
  * x86_avx_vnni/isa.c): AVX2's kernels throughout, but for Q8_0 / Q4_0 / Q4_1's
  * dot_rows and gemm, whose names end in INT8 (avx2: maddubs; avx_vnni: vpdpbusd).
- * The other block types' gemm is x86_avx2/gemm_blocks.c's panel, but for Q5_0,
- * Q5_1 and IQ4_NL, whose panel does not take Q8_H activations yet: dispatch.c
- * runs their dot_rows token by token instead.
+ * The other block types' gemm is x86_avx2/gemm_blocks.c's panel.
  */
 #ifndef COLIBRI_AVX2_TABLE_H
 #define COLIBRI_AVX2_TABLE_H
@@ -41,11 +39,14 @@
             [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_##INT8,                    \
             [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_##INT8,                    \
             [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_##INT8,                    \
+            [COLIBRI_DTYPE_Q5_0] = colibri_gemm_q5_0_avx2,                      \
+            [COLIBRI_DTYPE_Q5_1] = colibri_gemm_q5_1_avx2,                      \
             [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k_avx2,                      \
             [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k_avx2,                      \
             [COLIBRI_DTYPE_Q4_K] = colibri_gemm_q4_k_avx2,                      \
             [COLIBRI_DTYPE_Q5_K] = colibri_gemm_q5_k_avx2,                      \
             [COLIBRI_DTYPE_Q6_K] = colibri_gemm_q6_k_avx2,                      \
+            [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_iq4_nl_avx2,                  \
             [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_avx2,                  \
             [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_avx2,                    \
         },                                                                      \
