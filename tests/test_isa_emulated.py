@@ -78,7 +78,6 @@ def test_avx512_and_avx_vnni_tables_bitwise_equal_to_the_reference(tmp_path):
     for table in ("avx512", "avx_vnni"):
         assert f"\n{table} Q4_0:" in output and f"\n{table} Q6_K:" in output, output
     passed, failed = (int(w) for w in output.strip().splitlines()[-1].split()[0:3:2])
-    # 24611 before Q8_H; fewer while the avx512 table leaves the gemm of the Q8_H types (Q8_0, Q4_0, Q4_1,
-    # Q5_0, Q5_1, IQ4_NL) and their Q5_0 / Q5_1 / IQ4_NL dot_rows, avx_vnni its Q5_0 / Q5_1 / IQ4_NL gemm,
-    # to the scalar kernels (18785 when avx_vnni's Q8_0 / Q4_0 / Q4_1 gemm did too)
-    assert failed == 0 and passed > 18000, output
+    # 24611 before Q8_H; 23105 while the avx512 table leaves Q5_0 / Q5_1 / IQ4_NL's dot_rows and gemm
+    # to the scalar kernels
+    assert failed == 0 and passed >= 23105, output
