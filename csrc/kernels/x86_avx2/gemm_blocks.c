@@ -68,12 +68,13 @@ typedef struct colibri_group_panel8 {
 #define COLIBRI_GB_Q8_S 0
 #define COLIBRI_GB_Q8_H 1
 
-/* One group of a tile's 4 tokens, what the step reads of them: 192 bytes in a row. */
+/* One group of a tile's 4 tokens, what the step reads of them: 208 bytes in a row. */
 typedef struct colibri_group_tile {
     uint8_t b[COLIBRI_P8_TILE][32];   /* b: [token, element] a + 128 (SIGNED: a) */
     float d[COLIBRI_P8_TILE];         /* d: [token] activation scales */
     int32_t a[COLIBRI_P8_TILE];       /* a: [token] (A_0, A_1) as int16 */
     int32_t k[COLIBRI_P8_TILE][2];    /* k: [token, half] Q8_H's k_h as two equal int16 (Q8_S: unset) */
+    int32_t c[COLIBRI_P8_TILE];       /* c: [token] Q8_H's -CA (A_0 + A_1), the panel's offset (Q8_S: unset) */
 } colibri_group_tile;
 
 /* The chunk's tokens, tile by tile: a tile's walk over the groups reads one stream (laid
@@ -88,7 +89,8 @@ typedef struct colibri_group_tokens {
  * up; its IPA mod/ref analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped
  * every call to it. */
 static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const char *x, int64_t x_stride, int64_t t0,
-                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased, int act) {
+                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased, int act,
+                                             int32_t ca) {
     __m256i flip = _mm256_set1_epi8(biased ? (char)0x80 : 0);
     for (int64_t j = 0; j < nt; j++) {
         const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;
@@ -105,6 +107,7 @@ static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const c
             tile->a[i] = (int32_t)((uint32_t)(uint16_t)sum[0] | (uint32_t)(uint16_t)sum[1] << 16);
             if (act == COLIBRI_GB_Q8_H) {
                 for (int h = 0; h < 2; h++) tile->k[i][h] = (int32_t)((uint32_t)(uint16_t)bh->k[h] * 0x10001u);
+                tile->c[i] = -ca * (sum[0] + sum[1]);
             }
         }
     }
@@ -182,16 +185,18 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
 /* Each of a tile's 4 tokens' exact int32 sums, lane r: S_0 h_0 + S_1 h_1 (b: token j's 32
  * activation bytes of the group at b + 32 j, biased or not as the form wants), less corr for
  * the BIASED form; WORDS words added in int16 before each widening. Q8_H (act): k_h, token
- * j's at k[j][h], in the place of S_h (its types have S_h = 1). Word by word: each weight
+ * j's at k[j][h], in the place of S_h (its types have S_h = 1), and the sum starts from c[j],
+ * the token's -CA (A_0 + A_1) (never the BIASED form). Word by word: each weight
  * word is loaded once for the 4 tokens, whose pair sums stay in registers, as the Q4_0
  * panel's dot does. */
 static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
                                                                    const __m256i s[2], __m256i corr,
                                                                    const uint8_t *b, const int32_t k[][2],
-                                                                   const int words, const int form, const int act,
+                                                                   const int32_t c[], const int words, const int form, const int act,
                                                                    __m256i isum[COLIBRI_P8_TILE]) {
     COLIBRI_P8_UNROLL
     for (int j = 0; j < COLIBRI_P8_TILE; j++) isum[j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), corr)
+                                                        : act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(c[j])
                                                                                    : _mm256_setzero_si256();
     COLIBRI_P8_UNROLL
     for (int k0 = 0; k0 < 8; k0 += words) {
@@ -230,18 +235,16 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
     } while (0)
 #define COLIBRI_GB_NO_TILE() (void)0
 #define COLIBRI_GB_NO_TILE_J(j, t) (void)0
-/* Group u: per token of the tile, the exact isum (less CA (A_0 + A_1): the offset the
- * panel's quants still carry, Q8_H's, whose A_h carry k_h) and msum, then the float step. */
-#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED, ACT, CA)                                                        \
+/* Group u: per token of the tile, the exact isum and msum, then the float step. */
+#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED, ACT)                                                            \
     do {                                                                                                      \
         __m256i isum4[COLIBRI_P8_TILE];                                                                       \
         const colibri_group_tile *tile = &side.t[j0 / COLIBRI_P8_TILE][u];                                   \
-        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], tile->k, WORDS, SIGNED, \
+        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], tile->k, tile->c, WORDS, SIGNED, \
                          ACT, isum4);                                                                         \
         COLIBRI_P8_UNROLL                                                                                     \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
             __m256i isum = isum4[j];                                                                          \
-            if (CA) isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(_mm256_set1_epi16(CA), _mm256_set1_epi32(tile->a[j]))); \
             __m256 da = _mm256_set1_ps(tile->d[j]);                                                           \
             __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
             if (HAS_M) {                                                                                      \
@@ -265,10 +268,10 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
         colibri_group_tokens side;                                                                                \
         const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
-                          colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT), \
+                          colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT, CA), \
                           COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
-                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT, CA))                                       \
+                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT))                                       \
     }
 
 /* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)
