@@ -108,12 +108,13 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
  * rows' d_w; SUM4: the block dots, BLOCK_SUM4's): lane r exactly the
  * reference's acc_r += (float)isum_r * (d_w_r * d_a) [+ OFFSET's term]. */
 #define COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc)                                     \
-    acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(SUM4(q, &(a)[b])), vmulq_f32(dw, vdupq_n_f32((a)[b].d))), \
+    acc = vaddq_f32(acc, OFFSET(vmulq_f32(vcvtq_f32_s32(SUM4(q, &(a)[b])),                          \
+                                          vmulq_f32(dw, vdupq_n_f32((a)[b].d))),                    \
                                 b))
 
 /* out[r] = w[r] . a for 4 rows of WBLOCK against ABLOCK activations, block
  * after block (the file comment's step), prefetching the group ahead. */
-#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, SUM4, DW4, OFFSET)                 \
+#define COLIBRI_NEON_BLOCK_CORE(NAME, WBLOCK, ABLOCK, PREP, SUM4, DW4, OFFSET)                      \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
         const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                     \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
@@ -124,7 +125,7 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
             int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
             COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
             float32x4_t dw = DW4(b);                                                                \
-            COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc);                           \
+            COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc);                                \
         }                                                                                           \
         vst1q_f32(out, acc);                                                                        \
     }
@@ -133,7 +134,7 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
  * prepared and their scales widened once, then used by every token; per
  * (token, row) lane the arithmetic is the one-row core's, so out[t][r] is
  * bitwise the reference dot. */
-#define COLIBRI_NEON_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, PREP, SUM4, DW4, OFFSET)            \
+#define COLIBRI_NEON_BLOCK_GEMM_CORE(NAME, WBLOCK, ABLOCK, PREP, SUM4, DW4, OFFSET)                 \
     static void NAME(const char *const w[4], const char *ahead, const char *const x[4], int64_t n,  \
                      float out[4][4]) {                                                             \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                        \
@@ -146,10 +147,10 @@ static inline void colibri_prep_q4_1_neon(const colibri_block_q4_1 *w, int8x16_t
             int8x16_t q[4][2];   /* q: [row] the block's quants, elements 0..15 and 16..31 */       \
             COLIBRI_NEON_PREP4(PREP, q, b);                                                         \
             float32x4_t dw = DW4(b);                                                                \
-            { const ABLOCK *a = a0; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc0); } \
-            { const ABLOCK *a = a1; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc1); } \
-            { const ABLOCK *a = a2; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc2); } \
-            { const ABLOCK *a = a3; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc3); } \
+            { const ABLOCK *a = a0; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc0); }     \
+            { const ABLOCK *a = a1; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc1); }     \
+            { const ABLOCK *a = a2; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc2); }     \
+            { const ABLOCK *a = a3; COLIBRI_NEON_BLOCK_STEP(SUM4, OFFSET, q, dw, a, b, acc3); }     \
         }                                                                                           \
         vst1q_f32(out[0], acc0), vst1q_f32(out[1], acc1), vst1q_f32(out[2], acc2), vst1q_f32(out[3], acc3); \
     }

@@ -135,8 +135,8 @@ static inline void colibri_group_halves_neon(const int8x16_t t[4], int s, int32x
     COLIBRI_NEON_ISUM4_DEFINE(colibri_isum4_##ISA, ISUM)                                            \
     COLIBRI_NEON_HALVES4_DEFINE(colibri_halves4_##ISA, ISUM16)                                      \
     COLIBRI_NEON_K_STEP_DEFINE(colibri_k_step_##ISA, colibri_isum4_##ISA, colibri_halves4_##ISA)    \
-    COLIBRI_NEON_BLOCK_SUM4_Q8_H_DEFINE(colibri_block_sum4_q8_h_##ISA, colibri_halves4_##ISA)        \
-    COLIBRI_NEON_BLOCK_SUM4_Q8_S_DEFINE(colibri_block_sum4_q8_s_##ISA, colibri_isum4_##ISA)          \
+    COLIBRI_NEON_BLOCK_SUM4_Q8_H_DEFINE(colibri_block_sum4_q8_h_##ISA, colibri_halves4_##ISA)       \
+    COLIBRI_NEON_BLOCK_SUM4_Q8_S_DEFINE(colibri_block_sum4_q8_s_##ISA, colibri_isum4_##ISA)         \
     COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, q8_h, colibri_prep_q8_0_neon,         \
                                COLIBRI_NEON_DW_F16, COLIBRI_NEON_NO_OFFSET)                         \
     COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, q8_h, colibri_prep_q4_0_neon,         \
