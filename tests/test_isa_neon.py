@@ -32,9 +32,6 @@ pytestmark = pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=str
 DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
           "IQ4_NL", "IQ4_XS", "MXFP4")
 BLOCK_TYPES = DTYPES[6:]
-# the types whose activations are Q8_H: the ARM tables leave them to the scalar kernels until their
-# NEON kernels take Q8_H
-Q8H_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL")
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +69,10 @@ def test_neon_kernels_under_qemu(test_isa_aarch64, cpu, tables):
     assert f"ISA tables tested against the scalar reference: {len(tables)} (in use: {tables[0]})" in output, output
     lines = set(output.splitlines())
     for isa in tables:
-        for dtype in (d for d in DTYPES if d not in Q8H_TYPES):   # the table's own kernels, tested
+        for dtype in DTYPES:   # the table's own kernels, tested
             assert f"{isa} {dtype}: the scalar table's dot_rows, not tested again" not in lines, output
             assert any(line.startswith(f"{isa} {dtype}: 0 shapes differ bitwise") for line in lines), output
-        for dtype in (d for d in BLOCK_TYPES if d not in Q8H_TYPES):
+        for dtype in BLOCK_TYPES:
             edge = f"{isa} {dtype}: edge-case blocks (decode, gemm) bitwise the reference"
             assert any(line.startswith(edge) for line in lines), output
         for dtype in DTYPES[3:]:   # exact mode's kernels (arm_neon/exact.c), every block type

@@ -355,6 +355,7 @@ void colibri_gemm_q4_0_avx512(const void *w, int64_t w_stride, const void *x, in
 void colibri_gemm_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_softmax_neon(float *x, int64_t n);
 void colibri_silu_mul_neon(float *g, const float *u, int64_t n);
+void colibri_quantize_q8_h_neon(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_neon(const float *x, void *dst, int64_t n);
 void colibri_weighted_sum_f32_neon(float *restrict out, const float *restrict w, const void *restrict rows,
                                    int64_t stride, int32_t n, int64_t n_cols);
