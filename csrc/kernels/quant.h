@@ -71,16 +71,6 @@ typedef struct colibri_block_q8_h {
     int8_t qs[COLIBRI_QK];
 } colibri_block_q8_h;
 
-/* ggml's Q8_1 activation block, x[j] = d * qs[j], s = f16(d * sum(qs)): no
- * longer an activation type; only the SIMD kernels not yet converted to Q8_H
- * (AVX-VNNI, AVX-512, NEON; none of their tables uses them) still name it, and
- * it goes with them. */
-typedef struct colibri_block_q8_1 {
-    uint16_t d;                  /* f16 scale */
-    uint16_t s;                  /* f16 of d * sum(qs) */
-    int8_t qs[COLIBRI_QK];
-} colibri_block_q8_1;
-
 /* The activations of the 256-element types and MXFP4: Q8_0's quants (bitwise), its
  * scale in f32 (before Q8_0's f16 rounding), and the exact sums of the two
  * halves' quants, which the offset and min terms of those types' dots need. */
