@@ -29,6 +29,7 @@
 #define COLIBRI_X86_GEMM_PANEL_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -65,6 +66,30 @@ static inline void colibri_token_side_fill(colibri_token_side *side, const char 
             side->start[b][j] = -c * sum;
             side->k[b][j][0] = blk->k[0];
             side->k[b][j][1] = blk->k[1];
+        }
+    }
+}
+
+/* The paired layout of a chunk's activation bytes (the AVX2 kernels without VNNI):
+ * token j's block b with its halves' byte pairs interleaved, so that each 16-bit sum
+ * of vpmaddubsw stays in one half and a vector's even and odd words hold the two
+ * halves: bytes 4g..4g+3 are q_2g, q_2g+1, q_16+2g, q_17+2g (q: the block's qs;
+ * g = 0..7). colibri_p8_pair lays the weights' panel out the same way. */
+typedef struct colibri_token_pairs {
+    int8_t qs[COLIBRI_PANEL_TOKENS][COLIBRI_PANEL_BLOCKS][COLIBRI_QK];   /* qs: [token, block, byte] paired */
+} colibri_token_pairs;
+
+/* The paired bytes of the kt tokens t0.. for blocks [b0, b0 + nb) (rows of
+ * Q8_H blocks, x_stride bytes apart). */
+static inline void colibri_token_pairs_fill(colibri_token_pairs *pairs, const char *x, int64_t x_stride, int64_t t0,
+                                            int64_t kt, int64_t b0, int64_t nb) {
+    for (int64_t j = 0; j < kt; j++) {
+        const colibri_block_q8_h *row = (const colibri_block_q8_h *)(x + (t0 + j) * x_stride) + b0;
+        for (int64_t b = 0; b < nb; b++) {
+            __m128i lo = _mm_loadu_si128((const __m128i *)row[b].qs);          /* half 0 */
+            __m128i hi = _mm_loadu_si128((const __m128i *)(row[b].qs + 16));   /* half 1 */
+            _mm_storeu_si128((__m128i *)pairs->qs[j][b], _mm_unpacklo_epi16(lo, hi));
+            _mm_storeu_si128((__m128i *)(pairs->qs[j][b] + 16), _mm_unpackhi_epi16(lo, hi));
         }
     }
 }
@@ -122,6 +147,18 @@ static inline void colibri_p8_fill_q4_1(colibri_panel8 *p, int64_t b, const char
     p->d[b] = colibri_p8_f16(blk, 0);
     p->m[b] = colibri_p8_f16(blk, 2);
     colibri_p8_nibbles(p, b, blk, 4);
+}
+
+/* The panel's block b (groups 0..3: bytes 0..15 of the block's values, 4..7:
+ * bytes 16..31) paired as colibri_token_pairs: dword r of group 2g + e is word e
+ * of row r's group g, then word e of its group g + 4. */
+static inline void colibri_p8_pair(__m256i qs[8]) {
+    __m256i paired[8];   /* paired: [group] */
+    for (int g = 0; g < 4; g++) {
+        paired[2 * g] = _mm256_blend_epi16(qs[g], _mm256_slli_epi32(qs[g + 4], 16), 0xaa);
+        paired[2 * g + 1] = _mm256_blend_epi16(_mm256_srli_epi32(qs[g], 16), qs[g + 4], 0xaa);
+    }
+    memcpy(qs, paired, sizeof paired);
 }
 
 /* Token j's activation bytes 4g..4g+3 of its block, in every lane. */
@@ -219,8 +256,8 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         }                                                                                                    \
     }
 
-/* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes,
- * qs_at). The panel: block b = u0 + b of the 8 rows by FILL. */
+/* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes
+ * and ACT's). The panel: block b = u0 + b of the 8 rows by FILL. */
 #define COLIBRI_P8_BLOCKS_PANEL(WBLOCK, FILL)                                                   \
     do {                                                                                        \
         const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block u0 + b of the row */            \
@@ -232,7 +269,20 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
     } while (0)
 /* The tile's activation rows at block u0: declared per tile, row j set beside acc[j]. */
 #define COLIBRI_P8_BLOCKS_TILE() const char *arow[COLIBRI_P8_TILE]   /* arow: the tile's activation rows */
-#define COLIBRI_P8_BLOCKS_TILE_J(j, t) arow[j] = (const char *)x + (t) * x_stride + u0 * a_bytes + qs_at
+
+/* Where DOT4 finds the activation bytes (COLIBRI_PANEL8_GEMM's ACT): DIRECT in the
+ * Q8_H blocks, PAIRED in a colibri_token_pairs filled per chunk. Each names its
+ * storage (_DECL), its fill per chunk (_FILL), token j's row at block u0 (_TILE_J)
+ * and the bytes from one block to the next (_STRIDE). */
+#define COLIBRI_P8_DIRECT_DECL
+#define COLIBRI_P8_DIRECT_FILL
+#define COLIBRI_P8_DIRECT_TILE_J(j, t) \
+    arow[j] = (const char *)x + (t) * x_stride + u0 * a_bytes + (int64_t)offsetof(colibri_block_q8_h, qs)
+#define COLIBRI_P8_DIRECT_STRIDE ((int64_t)sizeof(colibri_block_q8_h))
+#define COLIBRI_P8_PAIRED_DECL colibri_token_pairs pairs;
+#define COLIBRI_P8_PAIRED_FILL colibri_token_pairs_fill(&pairs, (const char *)x, x_stride, t0, kt, u0, nu)
+#define COLIBRI_P8_PAIRED_TILE_J(j, t) arow[j] = (const char *)pairs.qs[(t) - t0]
+#define COLIBRI_P8_PAIRED_STRIDE ((int64_t)COLIBRI_QK)
 
 /* Block u: DOT4's exact dots of the 4 tokens, then the float step per token. */
 #define COLIBRI_P8_BLOCKS_STEP(DOT4, OFFSET)                                                     \
@@ -256,18 +306,24 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
  * panel's block b from the 8 rows' blocks, DOT4(const colibri_panel8 *, b,
  * const char *const a[4], const int32_t start[4], const int16_t k[4][2],
  * __m256i isum[4]) the 4 tokens' exact block dots (a[j]: token j's 32
- * activation bytes of block b, k[j] its multipliers), OFFSET the Q4_1 term. */
-#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET)                                     \
+ * activation bytes of block b, laid out as ACT says; k[j] its multipliers),
+ * OFFSET the Q4_1 term, ACT DIRECT or PAIRED (above). */
+#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET, ACT)                                \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,     \
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
         colibri_panel8 panel;                                                                                \
         colibri_token_side side;                                                                             \
+        COLIBRI_P8_##ACT##_DECL                                                                              \
         const int64_t chunk_tokens = COLIBRI_PANEL_TOKENS, chunk_units = COLIBRI_PANEL_BLOCKS;               \
-        const int64_t a_bytes = (int64_t)sizeof(colibri_block_q8_h), qs_at = 12;                             \
+        const int64_t a_bytes = COLIBRI_P8_##ACT##_STRIDE;                                                   \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
-                          colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, HAS_S, C), \
+                          do {                                                                               \
+                              colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu,  \
+                                                      HAS_S, C);                                             \
+                              COLIBRI_P8_##ACT##_FILL;                                                       \
+                          } while (0),                                                                       \
                           COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL), COLIBRI_P8_BLOCKS_TILE,                   \
-                          COLIBRI_P8_BLOCKS_TILE_J,                                                          \
+                          COLIBRI_P8_##ACT##_TILE_J,                                                         \
                           COLIBRI_P8_BLOCKS_STEP, (DOT4, OFFSET))                                            \
     }
 

@@ -41,8 +41,8 @@ static inline void colibri_p8_dot4_vnni(const colibri_panel8 *p, int64_t b, cons
 }
 
 COLIBRI_PANEL8_GEMM(colibri_gemm_q8_0_avx_vnni, colibri_block_q8_0, 0, 128, colibri_p8_fill_q8_0_vnni,
-                    colibri_p8_dot4_vnni, COLIBRI_P8_NO_OFFSET)
+                    colibri_p8_dot4_vnni, COLIBRI_P8_NO_OFFSET, DIRECT)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_0_avx_vnni, colibri_block_q4_0, 0, 8, colibri_p8_fill_q4_0, colibri_p8_dot4_vnni,
-                    COLIBRI_P8_NO_OFFSET)
+                    COLIBRI_P8_NO_OFFSET, DIRECT)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_1_avx_vnni, colibri_block_q4_1, 1, 0, colibri_p8_fill_q4_1, colibri_p8_dot4_vnni,
-                    COLIBRI_P8_Q4_1_OFFSET)
+                    COLIBRI_P8_Q4_1_OFFSET, DIRECT)
