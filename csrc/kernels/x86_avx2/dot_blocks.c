@@ -8,8 +8,9 @@
  * Q8_S for MXFP4) by vpmaddubsw (unsigned u
  * with q = u - C, or, for the IQ4 tables, |kv| against sign(kv)·a; no pair
  * can saturate: |u| <= 63 or |kv| <= 127), then vpmaddwd into int32 sums of 4
- * products, and two vphaddd that reduce the 4 rows to [half 0: r0..r3 |
- * half 1: r0..r3]. Q8_H's multipliers k_h (one vpmulld), the offset C·A_h
+ * products (against Q8_H's multipliers [k_0 x8 | k_1 x8] as the words, so
+ * that each sum carries its half's k_h; ones for Q8_S), and two vphaddd that
+ * reduce the 4 rows to [half 0: r0..r3 | half 1: r0..r3]. The offset C·A_h
  * (A_h the activation's stored half sums, which carry k_h) and the per-half
  * integer scales S_h (one vpmulld) apply in that layout, exactly; the halves
  * are added, and the reference's float step runs lane-wise:
@@ -18,6 +19,7 @@
  * section below): unpack-and-add reductions, scales and mins by vpmaddwd
  * against the activation's (A_0, A_1) pairs, the float step on 8 lanes.
  */
+#include "block_core.h"
 #include "blocks_quants.h"
 #include "../isa.h"
 
@@ -32,27 +34,27 @@ static inline __m256i colibri_act_halves8(const int16_t v[2]) {
     return _mm256_setr_m128i(_mm_set1_epi32(v[0]), _mm_set1_epi32(v[1]));
 }
 
-/* The 4 rows' int32 sums of 4 products of unsigned u (<= 127) with the activation bytes. */
-static inline __m256i colibri_maddubs4(__m256i u, __m256i av) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), _mm256_set1_epi16(1));
+/* The 4 rows' int32 sums of 4 products of unsigned u (<= 127) with the activation bytes,
+ * times the words of kk: [k0 x8 | k1 x8] for Q8_H (colibri_q8_h_k16: the pairs of bytes
+ * 0-15 are half 0's), ones for Q8_S. */
+static inline __m256i colibri_maddubs4(__m256i u, __m256i av, __m256i kk) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), kk);
 }
 
 /* The same for signed table values kv (|kv| <= 127): |kv| times sign(kv)·a. */
-static inline __m256i colibri_maddubs4_signed(__m256i kv, __m256i av) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv)), _mm256_set1_epi16(1));
+static inline __m256i colibri_maddubs4_signed(__m256i kv, __m256i av, __m256i kk) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv)), kk);
 }
 
 /* acc (4 rows) plus the float step of one group. s0..s3: the rows' int32 product sums
- * (colibri_maddubs4); d_a, sum, k: the activation block's scale, half sums and (Q8_H,
- * has_k) multipliers; c: the quants' offset (0: none); S8, M8: per-half scales and mins
- * in colibri_rows_halves8's layout (has_s, has_m); D4, DM4: the rows' block scales. */
+ * (colibri_maddubs4, Q8_H's multipliers applied); d_a, sum: the activation block's scale
+ * and half sums; c: the quants' offset (0: none); S8, M8: per-half scales and mins in
+ * colibri_rows_halves8's layout (has_s, has_m); D4, DM4: the rows' block scales. */
 static inline __attribute__((always_inline)) __m128 colibri_group_step(
-    __m256i s0, __m256i s1, __m256i s2, __m256i s3, float d_a, const int16_t sum[2], const int has_k,
-    const int16_t k[2], const int c, const int has_s, __m256i S8, const int has_m, __m256i M8, __m128 D4,
-    __m128 DM4, __m128 acc) {
+    __m256i s0, __m256i s1, __m256i s2, __m256i s3, float d_a, const int16_t sum[2], const int c, const int has_s,
+    __m256i S8, const int has_m, __m256i M8, __m128 D4, __m128 DM4, __m128 acc) {
     __m256i h = colibri_rows_halves8(s0, s1, s2, s3);
     __m256i A = c || has_m ? colibri_act_halves8(sum) : _mm256_setzero_si256();
-    if (has_k) h = _mm256_mullo_epi32(h, colibri_act_halves8(k));
     if (c) h = _mm256_sub_epi32(h, _mm256_mullo_epi32(A, _mm256_set1_epi32(c)));
     if (has_s) h = _mm256_mullo_epi32(h, S8);
     __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
@@ -324,9 +326,9 @@ COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_
 #define COLIBRI_E8M0_4 colibri_e8m0_half4(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
 #define COLIBRI_NEG_M_4 _mm_xor_ps(COLIBRI_F16_4(2), _mm_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
 
-/* Q8_H's multipliers (has_k 1), or none (Q8_S: has_k 0). */
-#define COLIBRI_K_Q8_H(blk) 1, (blk)->k
-#define COLIBRI_K_NONE(blk) 0, NULL
+/* The words colibri_maddubs4 multiplies by: Q8_H's multipliers, or ones (Q8_S). */
+#define COLIBRI_K_Q8_H(blk) colibri_q8_h_k16(blk)
+#define COLIBRI_K_NONE(blk) _mm256_set1_epi16(1)
 
 /* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (Q8_H:
  * K COLIBRI_K_Q8_H, has_k; Q8_S: COLIBRI_K_NONE): quants QUANTS (MADD), offset C, block
@@ -340,9 +342,10 @@ COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                                          \
             if (b % 2 == 0) COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                                          \
-            acc = colibri_group_step(MADD(QUANTS(&w0[b]), av), MADD(QUANTS(&w1[b]), av), MADD(QUANTS(&w2[b]), av), \
-                                     MADD(QUANTS(&w3[b]), av), a[b].d, a[b].sum, K(&a[b]), C, 0,             \
-                                     _mm256_setzero_si256(), HAS_M,                                             \
+            __m256i kk = K(&a[b]);                                                                              \
+            acc = colibri_group_step(MADD(QUANTS(&w0[b]), av, kk), MADD(QUANTS(&w1[b]), av, kk),                \
+                                     MADD(QUANTS(&w2[b]), av, kk), MADD(QUANTS(&w3[b]), av, kk), a[b].d, a[b].sum, \
+                                     C, 0, _mm256_setzero_si256(), HAS_M,                                       \
                                      _mm256_set1_epi32(1), D4, DM4, acc);                                       \
         }                                                                                                       \
         _mm_storeu_ps(out, acc);                                                                                \
