@@ -306,19 +306,19 @@ async def _events(state, request, body, streams, outputs: asyncio.Queue, fmt: Fo
     ends = [None] * n_choices
     try:
         if isinstance(fmt, ChatFormat):
-            yield b"".join(_sse(fmt.role_chunk(i)) for i in range(n_choices))
+            yield b"".join(fmt.role_event(i) for i in range(n_choices))
         remaining, failed = n_choices, False
         while remaining and not failed:
             chunks = []   # one engine step's events, sent together
             for prompt_index, out in await outputs.get():
                 index = prompt_index * body.n + out.index
                 if out.finish_reason is None:
-                    chunks.append(_sse(fmt.token_chunk(index, states[index], out)))
+                    chunks.append(fmt.token_event(index, states[index], out))
                     continue
                 remaining -= 1
                 ends[index] = out
                 if out.finish_reason in ("stop", "length"):
-                    chunks.append(_sse(fmt.end_chunk(index, states[index], out)))
+                    chunks.append(fmt.end_event(index, states[index], out))
                     continue
                 try:
                     _raise_for_failure([out], state.config.timeout)
@@ -328,7 +328,7 @@ async def _events(state, request, body, streams, outputs: asyncio.Queue, fmt: Fo
                     break
             yield b"".join(chunks)
         if include_usage and not failed:
-            yield _sse(fmt.usage_chunk(fmt.usage(ends, body.n)))
+            yield fmt.usage_event(fmt.usage(ends, body.n))
         yield b"data: [DONE]\n\n"
     finally:
         watcher.cancel()
