@@ -41,8 +41,8 @@ class Format:
         self.routes = routes
         self.top_logprobs = top_logprobs          # None: no logprobs
         self._piece = lru_cache(maxsize=65536)(lambda t: tokenizer.decode([t]))
-        envelope = _dumps({"id": request_id, "object": self.chunk_object, "created": created, "model": model_name})
-        self._event_head = b"data: " + envelope[:-1].encode() + b',"choices":['   # a chunk's event up to its choices
+        empty = _dumps(self._envelope(self.chunk_object, []))   # {..., "choices":[]}
+        self._event_head = b"data: " + empty[:-2].encode()       # a chunk's event up to its choices' "["
 
     def _event(self, choice: dict) -> bytes:
         """The server-sent event of a chunk with one choice."""
