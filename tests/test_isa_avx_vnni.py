@@ -18,20 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from cpu_flags import cpu_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "csrc" / "kernels"
 CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
-
-
-FLAGS = _cpu_flags()
+FLAGS = cpu_flags()
 pytestmark = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64") or CC is None or not {"avx512_vnni", "avx512vl"} <= FLAGS,
     reason=f"needs x86-64, a C compiler ({CC}) and a CPU with AVX-512 VNNI and VL (this one: "

@@ -21,21 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from cpu_flags import cpu_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "csrc" / "kernels"
 CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 SIMDE = Path("/usr/include/simde/x86/avx512.h")
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
-
-
-X86_AVX2 = platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma", "f16c"} <= _cpu_flags()
+X86_AVX2 = platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma", "f16c"} <= cpu_flags()
 REQUIRED = os.environ.get("COLIBRI_REQUIRE_CROSS") == "1"
 pytestmark = [
     pytest.mark.skipif(not X86_AVX2 or CC is None,

@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from conftest import token_ids
+from cpu_flags import cpu_flags
 from gguf_export import export_gguf
 from test_quant_oracle import NEW_TYPES
 
@@ -32,17 +33,9 @@ EVERY = "every-block-type"
 WIDE_VOCAB = 128   # the wide model's vocabulary: the ids every file is run on stay below it
 SEQ_LEN = 24
 
-def _has_avx_vnni() -> bool:
-    """Whether this CPU has AVX-VNNI (Linux's cpuinfo flag avx_vnni); AVX-512 CPUs may or may not."""
-    try:
-        return any(line.startswith("flags") and "avx_vnni" in line.split()
-                   for line in Path("/proc/cpuinfo").read_text().splitlines())
-    except OSError:
-        return False
-
-
-# What a CPU whose best set is the key can also run (each set implies the ones after it).
-RUNNABLE = {"avx512": ["avx512", *(["avx_vnni"] if _has_avx_vnni() else []), "avx2", "scalar"],
+# What a CPU whose best set is the key can also run (each set implies the ones after it; an
+# AVX-512 CPU may or may not have AVX-VNNI).
+RUNNABLE = {"avx512": ["avx512", *(["avx_vnni"] if "avx_vnni" in cpu_flags() else []), "avx2", "scalar"],
             "avx_vnni": ["avx_vnni", "avx2", "scalar"], "avx2": ["avx2", "scalar"],
             "neon_dotprod": ["neon_dotprod", "neon", "scalar"], "neon": ["neon", "scalar"], "scalar": ["scalar"]}
 

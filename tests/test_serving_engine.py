@@ -235,32 +235,45 @@ def test_after_outputs_runs_once_after_each_step_that_handed_out_outputs():
             if len(delivered) > before:
                 steps_with_outputs.append(len(delivered))
         assert len(delivered) >= 8
+        # a step with nothing to run that only ends a cancelled request hands out its end too
+        engine.submit(model.tokenizer.encode(TEXTS[2]), sink=delivered.append).cancel()
+        assert not engine.step()
+        assert delivered[-1].finish_reason == "cancelled"
+        steps_with_outputs.append(len(delivered))
     # called exactly once per step that produced outputs, after all of that step's outputs
     assert calls == steps_with_outputs
 
 
-def test_the_servers_loop_handoff_waits_for_the_loop_and_never_blocks_long():
+def test_the_servers_outbox_hands_a_steps_outputs_to_the_loop_and_never_blocks_long():
     import asyncio
     import threading
     import time
 
-    from colibri.server.app import _LoopHandoff
+    from colibri.server.app import _Outbox
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    ran = []
-    loop.call_soon_threadsafe(ran.append, "output")
-    _LoopHandoff(loop, timeout=5.0)()
-    assert ran == ["output"]                      # the loop ran the step's callbacks before it returned
+    queue, got = asyncio.Queue(), []
+
+    async def stream_task():
+        got.append(await queue.get())
+
+    asyncio.run_coroutine_threadsafe(stream_task(), loop)
+    outbox = _Outbox(loop, timeout=5.0)
+    outbox.sink(queue, 0)("a")
+    outbox.sink(queue, 1)("b")
+    outbox()
+    assert got == [[(0, "a"), (1, "b")]]           # one list per step, taken by the task before it returned
     loop.call_soon_threadsafe(time.sleep, 0.5)    # a loop busy elsewhere: the wait ends at the timeout
+    outbox.timeout = 0.05
     start = time.monotonic()
-    _LoopHandoff(loop, timeout=0.05)()
+    outbox()
     assert time.monotonic() - start < 0.4
     loop.call_soon_threadsafe(loop.stop)
     thread.join(timeout=5)
     loop.close()
-    _LoopHandoff(loop)()                          # a closed loop: returns at once
+    _Outbox(loop)()                               # a closed loop: returns at once
 
 
 def test_stop_strings_max_tokens_and_usage(lone):

@@ -73,7 +73,7 @@ class ServerState:
         self.load_error: str | None = None
         self.on_load_failed = lambda: None   # serve() stops the server
         self.created = int(time.time())
-        self.loop: asyncio.AbstractEventLoop | None = None   # the server's event loop, set at startup
+        self.outbox: _Outbox | None = None   # engine outputs to the server's event loop, set at startup
 
     def load(self) -> None:
         import colibri
@@ -88,7 +88,7 @@ class ServerState:
                 engine = Engine(model, max_queue=c.max_queue, prefill_chunk=c.prefill_chunk,
                                 prefill_slack=c.prefill_slack, prefill_layers=c.prefill_layers,
                                 observer=self.metrics,
-                                after_outputs=_LoopHandoff(self.loop) if self.loop is not None else None)
+                                after_outputs=self.outbox)
             except BaseException:
                 model.close()
                 raise
@@ -174,38 +174,38 @@ def _params(state: ServerState, body: P.GenerationFields, max_tokens: int | None
                             routes=bool(body.colibri and body.colibri.routes), timeout=state.config.timeout)
 
 
-class _Sink:
-    """Engine outputs handed to the event loop: (prompt index, Output) on an asyncio queue."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop, self.queue = loop, asyncio.Queue()
-
-    def for_prompt(self, prompt_index: int):
-        def put(out):
-            try:
-                self.loop.call_soon_threadsafe(self.queue.put_nowait, (prompt_index, out))
-            except RuntimeError:   # the loop is closed: the server is stopping
-                pass
-        return put
-
-
-class _LoopHandoff:
-    """The engine's after_outputs: wait (at most `timeout` s) until the event loop has run the
-    step's output callbacks and the stream tasks they woke (the sends), so a token goes out
-    before the next forward step rather than during it. During a step every thread of the
-    forward is busy; a loop woken then may not get a CPU before the step ends, and that token
-    would reach its client together with the next."""
+class _Outbox:
+    """Engine outputs to the event loop, one hand-off per engine step. A request's sinks (sink())
+    collect the step's outputs on the stepping thread; the engine's after_outputs (__call__) posts
+    them to the loop in one callback, which puts each request's list on its queue, and waits (at
+    most `timeout` s) until the loop has also run the stream tasks those woke (the sends), so a
+    token goes out before the next forward step rather than during it. During a step every
+    thread of the forward is busy; a loop woken then may not get a CPU before the step ends, and
+    that token would reach its client together with the next."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float = 0.002):
         self.loop, self.timeout = loop, timeout
+        self._step: dict[asyncio.Queue, list] = {}   # this step's (prompt index, Output)s by request queue
+
+    def sink(self, queue: asyncio.Queue, prompt_index: int):
+        def put(out):
+            self._step.setdefault(queue, []).append((prompt_index, out))
+        return put
 
     def __call__(self) -> None:
-        sent = threading.Event()
-        try:   # queued behind the outputs' callbacks; the tasks they woke run in the loop's next pass
-            self.loop.call_soon_threadsafe(self.loop.call_soon, sent.set)
+        outputs, self._step = self._step, {}
+        sent = threading.Lock()   # held until the loop releases it (a Lock's release is one C call)
+        sent.acquire()
+        try:
+            self.loop.call_soon_threadsafe(self._deliver, outputs, sent)
         except RuntimeError:   # the loop is closed: the server is stopping
             return
-        sent.wait(self.timeout)
+        sent.acquire(timeout=self.timeout)
+
+    def _deliver(self, outputs: dict, sent: threading.Lock) -> None:
+        for queue, outs in outputs.items():
+            queue.put_nowait(outs)
+        self.loop.call_soon(sent.release)   # queued behind the tasks the puts woke
 
 
 async def _watch_disconnect(request: Request, streams) -> None:
@@ -240,11 +240,12 @@ async def _generate(state: ServerState, request: Request, body: P.GenerationFiel
             engine.check_prompt(ids)
         except ValueError as exc:
             raise APIError(400, str(exc), param="prompt" if isinstance(fmt, CompletionFormat) else "messages")
-    sink = _Sink(asyncio.get_running_loop())
+    outputs = asyncio.Queue()   # lists of (prompt index, Output), one per engine step
     streams = []
     try:
         for i, ids in enumerate(prompts):
-            streams.append(engine.submit(ids, params, n=body.n, sink=sink.for_prompt(i), request_id=fmt.id))
+            streams.append(engine.submit(ids, params, n=body.n, sink=state.outbox.sink(outputs, i),
+                                         request_id=fmt.id))
     except QueueFull as exc:
         for s in streams:
             s.cancel()
@@ -256,7 +257,7 @@ async def _generate(state: ServerState, request: Request, body: P.GenerationFiel
     n_choices = len(prompts) * body.n
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _events(state, request, body, streams, sink, fmt, n_choices, include_usage)
+        events = _events(state, request, body, streams, outputs, fmt, n_choices, include_usage)
         return StreamingResponse(events, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     states = [ChoiceState() for _ in range(n_choices)]
@@ -264,13 +265,13 @@ async def _generate(state: ServerState, request: Request, body: P.GenerationFiel
     try:
         remaining = n_choices
         while remaining:
-            prompt_index, out = await sink.queue.get()
-            s = states[prompt_index * body.n + out.index]
-            if out.finish_reason is None:
-                fmt.record(s, out)
-            else:
-                s.end = out
-                remaining -= 1
+            for prompt_index, out in await outputs.get():
+                s = states[prompt_index * body.n + out.index]
+                if out.finish_reason is None:
+                    fmt.record(s, out)
+                else:
+                    s.end = out
+                    remaining -= 1
     finally:
         watcher.cancel()
         for st in streams:
@@ -297,35 +298,37 @@ def _sse(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _events(state, request, body, streams, sink: _Sink, fmt: Format, n_choices: int, include_usage: bool):
+async def _events(state, request, body, streams, outputs: asyncio.Queue, fmt: Format, n_choices: int,
+                  include_usage: bool):
     """The server-sent events of a streamed request; cancels its sequences however it ends."""
     states = [ChoiceState() for _ in range(n_choices)]
     watcher = asyncio.ensure_future(_watch_disconnect(request, streams))
     ends = [None] * n_choices
     try:
         if isinstance(fmt, ChatFormat):
-            for i in range(n_choices):
-                yield _sse(fmt.role_chunk(i))
-        remaining = n_choices
-        while remaining:
-            prompt_index, out = await sink.queue.get()
-            index = prompt_index * body.n + out.index
-            if out.finish_reason is None:
-                yield _sse(fmt.token_chunk(index, states[index], out))
-                continue
-            remaining -= 1
-            ends[index] = out
-            if out.finish_reason in ("stop", "length"):
-                yield _sse(fmt.end_chunk(index, states[index], out))
-                continue
-            try:
-                _raise_for_failure([out], state.config.timeout)
-            except APIError as exc:
-                yield _sse(error_body(exc.status, exc.message, code=exc.code))
-                break
-        else:
-            if include_usage:
-                yield _sse(fmt.usage_chunk(fmt.usage(ends, body.n)))
+            yield b"".join(fmt.role_event(i) for i in range(n_choices))
+        remaining, failed = n_choices, False
+        while remaining and not failed:
+            chunks = []   # one engine step's events, sent together
+            for prompt_index, out in await outputs.get():
+                index = prompt_index * body.n + out.index
+                if out.finish_reason is None:
+                    chunks.append(fmt.token_event(index, states[index], out))
+                    continue
+                remaining -= 1
+                ends[index] = out
+                if out.finish_reason in ("stop", "length"):
+                    chunks.append(fmt.end_event(index, states[index], out))
+                    continue
+                try:
+                    _raise_for_failure([out], state.config.timeout)
+                except APIError as exc:   # the stream ends with the error's event
+                    chunks.append(_sse(error_body(exc.status, exc.message, code=exc.code)))
+                    failed = True
+                    break
+            yield b"".join(chunks)
+        if include_usage and not failed:
+            yield fmt.usage_event(fmt.usage(ends, body.n))
         yield b"data: [DONE]\n\n"
     finally:
         watcher.cancel()
@@ -374,7 +377,7 @@ def create_app(config: ServerConfig, *, load: bool = True) -> FastAPI:
     state = ServerState(config)
 
     async def lifespan(app):
-        state.loop = asyncio.get_running_loop()
+        state.outbox = _Outbox(asyncio.get_running_loop())
         if load:
             threading.Thread(target=state.load, name="colibri-load", daemon=True).start()
         yield

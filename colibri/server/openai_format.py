@@ -1,9 +1,11 @@
 """Engine outputs in OpenAI's shapes: chat completions and text completions, whole or as
-stream chunks. Builds plain dicts (json.dumps per chunk is the hot path); tests check them
-against the pydantic response models of protocol.py.
+stream chunks. Whole responses are plain dicts; a stream chunk is its server-sent event's bytes,
+the choice's JSON inside an envelope (id, object, created, model) serialized once per request,
+as this is the hot path. Tests check both against the pydantic response models of protocol.py.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -12,6 +14,7 @@ import numpy as np
 from ..serving import Output
 
 LOGPROB_FLOOR = -9999.0   # JSON has no -inf
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 @dataclass
@@ -38,6 +41,12 @@ class Format:
         self.routes = routes
         self.top_logprobs = top_logprobs          # None: no logprobs
         self._piece = lru_cache(maxsize=65536)(lambda t: tokenizer.decode([t]))
+        empty = _dumps(self._envelope(self.chunk_object, []))   # {..., "choices":[]}
+        self._event_head = b"data: " + empty[:-2].encode()       # a chunk's event up to its choices' "["
+
+    def _event(self, choice: dict) -> bytes:
+        """The server-sent event of a chunk with one choice."""
+        return self._event_head + _dumps(choice).encode() + b"]}\n\n"
 
     def _envelope(self, obj: str, choices: list[dict]) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices}
@@ -58,16 +67,16 @@ class Format:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 
-    def usage_chunk(self, usage: dict) -> dict:
-        return {**self._envelope(self.chunk_object, []), "usage": usage}
+    def usage_event(self, usage: dict) -> bytes:
+        return self._event_head + b'],"usage":' + _dumps(usage).encode() + b"}\n\n"
 
     # ---- per endpoint ---------------------------------------------------------------------
-    def token_chunk(self, index: int, state: ChoiceState, out: Output) -> dict:
+    def token_event(self, index: int, state: ChoiceState, out: Output) -> bytes:
         """One chunk per generated token, its text possibly "" (held back: part of a character,
         or what may begin a stop string), so a client sees every token as it comes."""
         raise NotImplementedError
 
-    def end_chunk(self, index: int, state: ChoiceState, out: Output) -> dict:
+    def end_event(self, index: int, state: ChoiceState, out: Output) -> bytes:
         raise NotImplementedError
 
     def response(self, states: list[ChoiceState], usage: dict) -> dict:
@@ -95,21 +104,21 @@ class ChatFormat(Format):
             return {"token": piece, "logprob": max(logprob, LOGPROB_FLOOR), "bytes": list(piece.encode("utf-8"))}
         return {**one(out.token, out.logprob), "top_logprobs": [one(t, lp) for t, lp in out.top_logprobs]}
 
-    def _chunk(self, index: int, delta: dict, finish, logprobs=None, routes=None) -> dict:
+    def _chunk(self, index: int, delta: dict, finish, logprobs=None, routes=None) -> bytes:
         choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         if routes is not None:
             choice["colibri"] = routes
-        return self._envelope(self.chunk_object, [choice])
+        return self._event(choice)
 
-    def role_chunk(self, index: int) -> dict:
+    def role_event(self, index: int) -> bytes:
         return self._chunk(index, {"role": "assistant", "content": ""}, None)
 
-    def token_chunk(self, index, state, out):
+    def token_event(self, index, state, out):
         logprobs = {"content": [self._logprob_entry(out, state)]} if self.top_logprobs is not None else None
         routes = self._routes([self.route_step(out)]) if self.routes else None
         return self._chunk(index, {"content": out.text}, None, logprobs, routes)
 
-    def end_chunk(self, index, state, out):
+    def end_event(self, index, state, out):
         return self._chunk(index, {"content": out.text} if out.text else {}, out.finish_reason)
 
     def response(self, states, usage):
@@ -139,19 +148,19 @@ class CompletionFormat(Format):
         return {"tokens": [e[0] for e in entries], "token_logprobs": [e[1] for e in entries],
                 "top_logprobs": [e[2] for e in entries], "text_offset": [e[3] for e in entries]}
 
-    def _chunk(self, index: int, text: str, finish, logprobs=None, routes=None) -> dict:
+    def _chunk(self, index: int, text: str, finish, logprobs=None, routes=None) -> bytes:
         choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
         if routes is not None:
             choice["colibri"] = routes
-        return self._envelope(self.chunk_object, [choice])
+        return self._event(choice)
 
-    def token_chunk(self, index, state, out):
+    def token_event(self, index, state, out):
         logprobs = self._logprobs([self._logprob_entry(out, state)]) if self.top_logprobs is not None else None
         routes = self._routes([self.route_step(out)]) if self.routes else None
         state.chars += len(out.text)
         return self._chunk(index, out.text, None, logprobs, routes)
 
-    def end_chunk(self, index, state, out):
+    def end_event(self, index, state, out):
         return self._chunk(index, out.text, out.finish_reason)
 
     def response(self, states, usage):

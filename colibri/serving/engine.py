@@ -88,8 +88,9 @@ class Engine:
         prefill_slack: while sequences decode, a prompt chunk runs as many of its layers a step as add
         at most slack times a decode step of all the slots' sequences (pacing.py; None: the whole
         chunk in one step); prefill_layers: a fixed number of layers a step instead.
-        after_outputs: called on the stepping thread after a step handed out its outputs, before
-        the next step (the HTTP layer lets its event loop send them there, see server/app.py)."""
+        after_outputs: called on the stepping thread once after each step (and close()) that handed
+        out outputs, after the last of them, before the next step (the HTTP layer passes that
+        step's outputs to its event loop there and lets it send them, see server/app.py)."""
         if model.tokenizer is None:
             raise ValueError(f"{model.path}: the model has no tokenizer; the engine needs one for text")
         ctx = model._context()
@@ -109,6 +110,7 @@ class Engine:
         self._pending = 0                       # sequences in the inbox or the waiting queue
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._handed_out = False                # a sink was called since the last after_outputs
 
     # ---- any thread --------------------------------------------------------------------------
     def submit(self, prompt: Seq[int], params: GenerationParams | None = None, *, n: int = 1,
@@ -195,6 +197,7 @@ class Engine:
         self._take_inbox()
         for seq in list(self.scheduler.waiting) + list(self.scheduler.running):
             self._finish(seq, "cancelled", time.monotonic())
+        self._after_outputs()
 
     # ---- the stepping thread -------------------------------------------------------------------
     def _loop(self) -> None:
@@ -211,6 +214,12 @@ class Engine:
 
     def step(self) -> bool:
         """One forward step over every running sequence; False when there was nothing to do."""
+        try:
+            return self._step()
+        finally:
+            self._after_outputs()
+
+    def _step(self) -> bool:
         self._take_inbox()
         now = time.monotonic()
         for seq in list(self.scheduler.waiting) + list(self.scheduler.running):
@@ -244,9 +253,16 @@ class Engine:
             self.pacer.observe(n_decode, sum(w.end - w.start for w in chunk), layers, seconds)
         self.stats.record_step(result.n_tokens, result.expert_tokens)
         self._advance(plan, result)
-        if self.after_outputs is not None and len(result.logits):
-            self.after_outputs()
         return True
+
+    def _after_outputs(self) -> None:
+        if self._handed_out and self.after_outputs is not None:
+            self.after_outputs()
+        self._handed_out = False
+
+    def _emit(self, seq: Sequence, out: Output) -> None:
+        seq.sink(out)
+        self._handed_out = True
 
     def _take_inbox(self) -> None:
         with self._cond:
@@ -290,7 +306,7 @@ class Engine:
             out.logprob, out.top_logprobs = _logprobs(logits, token, seq.params.logprobs)
         if seq.params.routes:
             out.experts, out.gates = experts, gates
-        seq.sink(out)
+        self._emit(seq, out)
         if stopped:
             self._finish(seq, "stop", now, flush=False)
         elif seq.sampled >= seq.params.max_tokens or len(seq.tokens) > self.n_ctx:
@@ -311,7 +327,7 @@ class Engine:
             reason = "stop" if stopped else reason
         usage = seq.usage(now)
         self.observer.finished(reason, usage)
-        seq.sink(Output(seq.index, None, text, finish_reason=reason, usage=usage, error=error))
+        self._emit(seq, Output(seq.index, None, text, finish_reason=reason, usage=usage, error=error))
 
 
 def _penalized(logits: np.ndarray, seq: Sequence) -> np.ndarray:
