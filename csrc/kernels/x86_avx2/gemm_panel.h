@@ -74,7 +74,7 @@ static inline void colibri_token_side_fill(colibri_token_side *side, const char 
  * token j's block b with its halves' byte pairs interleaved, so that each 16-bit sum
  * of vpmaddubsw stays in one half and a vector's even and odd words hold the two
  * halves: bytes 4g..4g+3 are q_2g, q_2g+1, q_16+2g, q_17+2g (q: the block's qs;
- * g = 0..7). colibri_p8_pair lays the weights' panel out the same way. */
+ * g = 0..7). x86_avx2/gemm_quant.c lays its weight panels out the same way. */
 typedef struct colibri_token_pairs {
     int8_t qs[COLIBRI_PANEL_TOKENS][COLIBRI_PANEL_BLOCKS][COLIBRI_QK];   /* qs: [token, block, byte] paired */
 } colibri_token_pairs;
@@ -103,21 +103,28 @@ typedef struct colibri_panel8 {
     __m256 m[COLIBRI_PANEL_BLOCKS];        /* m: [block] 8 rows' mins (Q4_1) */
 } colibri_panel8;
 
-/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. Rows k and
- * k+4 fill the two 128-bit lanes of z[k]; a 4x4 dword transpose inside each
- * 128-bit lane then puts row r at dword r. */
-static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __m256i out[4]) {
-    __m256i z[4];   /* z: [k] row k low, row k + 4 high */
-    for (int k = 0; k < 4; k++) {
-        z[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk[k] + at))),
-                                       _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
-    }
+/* Rows k and k + 4's 16 bytes at `at`: the low and the high 128-bit lane. */
+static inline __m256i colibri_p8_rows2(const char *const blk[8], int k, int64_t at) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk[k] + at))),
+                                   _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
+}
+
+/* out[g], lane r: dword g of row r, from z[k] holding rows k (low 128 bits) and
+ * k + 4 (high): a 4x4 dword transpose inside each 128-bit lane. */
+static inline void colibri_p8_transpose4(const __m256i z[4], __m256i out[4]) {
     __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
     __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
     out[0] = _mm256_unpacklo_epi64(t0, t2);
     out[1] = _mm256_unpackhi_epi64(t0, t2);
     out[2] = _mm256_unpacklo_epi64(t1, t3);
     out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. */
+static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __m256i out[4]) {
+    __m256i z[4];   /* z: [k] row k low, row k + 4 high */
+    for (int k = 0; k < 4; k++) z[k] = colibri_p8_rows2(blk, k, at);
+    colibri_p8_transpose4(z, out);
 }
 
 /* Lane r: the f16 at blk[r] + at, widened (exact). */
@@ -147,18 +154,6 @@ static inline void colibri_p8_fill_q4_1(colibri_panel8 *p, int64_t b, const char
     p->d[b] = colibri_p8_f16(blk, 0);
     p->m[b] = colibri_p8_f16(blk, 2);
     colibri_p8_nibbles(p, b, blk, 4);
-}
-
-/* The panel's block b (groups 0..3: bytes 0..15 of the block's values, 4..7:
- * bytes 16..31) paired as colibri_token_pairs: dword r of group 2g + e is word e
- * of row r's group g, then word e of its group g + 4. */
-static inline void colibri_p8_pair(__m256i qs[8]) {
-    __m256i paired[8];   /* paired: [group] */
-    for (int g = 0; g < 4; g++) {
-        paired[2 * g] = _mm256_blend_epi16(qs[g], _mm256_slli_epi32(qs[g + 4], 16), 0xaa);
-        paired[2 * g + 1] = _mm256_blend_epi16(_mm256_srli_epi32(qs[g], 16), qs[g + 4], 0xaa);
-    }
-    memcpy(qs, paired, sizeof paired);
 }
 
 /* Token j's activation bytes 4g..4g+3 of its block, in every lane. */
