@@ -14,14 +14,16 @@ therefore runs --runs realizations (the token embeddings times 1 + 1e-6 N(0,1), 
 first unperturbed) and reports their mean and standard deviation.
 
 Activation roundings (per matrix, by the weight's type):
-  colibri   libcolibri's act_type table: Q4_1 -> Q8_1 (f16 d, f16 s = d*sum q), Q8_0 / Q4_0 -> Q8_0
-            (f16 d), every other block type -> Q8_S (f32 d per 32, exact integer half sums)
+  colibri   libcolibri's act_type table: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL -> Q8_H (q8h:8),
+            every other block type -> Q8_S (f32 d per 32, exact integer half sums)
   llama     llama.cpp's vec_dot_type: Q4_1 / Q5_1 -> Q8_1, Q8_0 / Q4_0 / Q5_0 / IQ4_NL -> Q8_0, K types
             and IQ4_XS -> Q8_K (one f32 d per 256)
   q8s:B     8-bit, one f32 scale per B elements, for every matrix
-  q8h:K     one f32 unit d = amax/(127 K) per 32 and an integer multiplier k_h = ceil(amax_h/(127 d))
-            in 1..K per half of 16 (a format whose dot needs only an integer multiply per half)
-  fsum      colibri, but Q4_1's offset term m_w * s with s the float sum of the block's x
+  q8h:K     one f32 unit d = amax/(127 K) per 32 and an integer multiplier k_h = ceil(K amax_h/amax)
+            in 1..K per half of 16 (a format whose dot needs only an integer multiply per half);
+            q8h:8 is libcolibri's Q8_H, its reference quantizer bit for bit (quant.h)
+  fsum      colibri, but Q4_1 through ggml's Q8_1 rounding with the offset term m_w * s, s the
+            float sum of the block's x
 Experiments: colibri, llama, q8s:B, q8h:K, fsum, kv16 (colibri with an f16 KV cache), and
 only:CLASS (colibri's rounding on one class of matrices, the rest exact) and per16:CLASS (colibri,
 with q8s:16 on that class; per16:32, on the 32-element weight types), CLASS one of qkv (attn_q/k/v), o (attn_output), gu (ffn_gate/up),
@@ -93,6 +95,23 @@ def q8_blocks(x: np.ndarray, bs: int):
     return d, np.clip(round_away((xb * inv).astype(F32)), -127, 127)
 
 
+def q8h_blocks(x: np.ndarray, K: int = 8):
+    """x: [T, n] -> (d [T, n/32, 1, 1], k [T, n/32, 2, 1], q [T, n/32, 2, 16]) as libcolibri's Q8_H
+    reference rounds for K = 8 (quant.h): every step in f32, in the reference's order."""
+    T, n = x.shape
+    xb = x.reshape(T, n // 32, 2, 16).astype(F32)
+    ah = np.abs(xb).max(-1, keepdims=True)
+    amax = ah.max(-2, keepdims=True)
+    d = (amax / F32(127 * K)).astype(F32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = ((F32(K) * ah).astype(F32) / amax).astype(F32)
+    k = np.where(r > 1, np.where(r < K, np.ceil(r), K), 1).astype(F32)   # NaN (0/0): 1
+    step = (d * k).astype(F32)
+    inv = np.where(step != 0, F32(1) / np.where(step != 0, step, 1), 0).astype(F32)
+    q = np.clip(round_away((xb * inv).astype(F32)), -127, 127)
+    return d, k, q
+
+
 def rounded_product(model: Model, name: str, x: np.ndarray, mode: str) -> np.ndarray:
     """x [T, n] times the weight's transpose, the activations rounded by `mode` (module docstring)."""
     W = model.w[name].T.astype(np.float64)
@@ -118,14 +137,8 @@ def rounded_product(model: Model, name: str, x: np.ndarray, mode: str) -> np.nda
         d, q = q8_blocks(x, bs)
         return (d * q).reshape(T, n).astype(np.float64) @ W
     if kind == "q8h":                                      # f32 unit per 32, integer multiplier per half
-        K = int(arg)
-        xb = x.reshape(T, n // 32, 2, 16)
-        ah = np.abs(xb).max(-1, keepdims=True)
-        d = (ah.max(-2, keepdims=True) / F32(127 * K)).astype(F32)
-        k = np.clip(np.ceil(ah / (F32(127) * np.where(d > 0, d, 1))), 1, K).astype(F32)
-        step = (d * k).astype(F32)
-        q = np.clip(round_away((xb * (F32(1) / np.where(step > 0, step, 1))).astype(F32)), -127, 127)
-        return (step * q).reshape(T, n).astype(np.float64) @ W
+        d, k, q = q8h_blocks(x, int(arg))
+        return ((d * k).astype(F32) * q).reshape(T, n).astype(np.float64) @ W
     raise ValueError(f"unknown rounding {mode!r}")
 
 
@@ -133,7 +146,7 @@ def engine_rounding(engine: str, weight_type: str) -> str:
     if weight_type in ("F32", "F16", "BF16"):
         return "exact"
     if engine == "colibri":
-        return {"Q4_1": "q8_1", "Q8_0": "q8_0", "Q4_0": "q8_0"}.get(weight_type, "q8s:32")
+        return "q8h:8" if weight_type in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL") else "q8s:32"
     if engine == "llama":
         if weight_type in ("Q4_1", "Q5_1"):
             return "q8_1"

@@ -134,7 +134,7 @@ NATIVE_CASES = {
     "Q4_K nbytes of 148-byte blocks": (_q4k_with_148_byte_blocks, "does not match shape"),
     "Q6_K cols not whole super-blocks": (_q6k_cols_not_whole_blocks, "is not valid for dtype Q6_K"),
     "Q4_K bytes labelled IQ4_XS": (_q4k_as_iq4_xs, "of IQ4_XS"),
-    "dtype 16 (the activation-only Q8_1)": (_activation_only_dtype, "unknown dtype 16"),
+    "dtype 16 (the activation-only Q8_H)": (_activation_only_dtype, "unknown dtype 16"),
 }
 
 

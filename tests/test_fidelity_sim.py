@@ -2,10 +2,10 @@
 of the divergence is only as good as that copy. Here, against the scalar reference kernels
 (csrc/kernels, built as a small library):
 
-  - its Q8_0 / Q8_1 / Q8_S rounding gives the reference quantizers' scales and quants bitwise
-    (Q8_1's s included), on rows with ties, tiny values and zero blocks;
-  - its rounded products of Q8_0, Q4_1 and Q5_1 weight rows equal the reference vec_dot's to
-    f32 rounding (the Q4_1 offset term through the f16 s, Q5_1's through the exact sums).
+  - its Q8_H (q8h:8) and Q8_S rounding gives the reference quantizers' scales, multipliers, sums
+    and quants bitwise, on rows with ties, tiny values, zero blocks and halves of unequal size;
+  - its rounded products of Q8_0, Q4_1 and Q5_1 weight rows (Q8_H activations) equal the
+    reference vec_dot's to f32 rounding (the Q4_1 / Q5_1 offset terms through the exact sums).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def ref_lib(tmp_path_factory):
                     "-o", str(path)] + [str(f) for f in sorted(kernels.glob("quant*.c"))]
                    + [str(kernels / f) for f in ("convert.c", "dot.c")] + ["-lm"], check=True, capture_output=True)
     lib = ctypes.CDLL(str(path))
-    for name in ("colibri_vec_dot_q8_0_q8_0", "colibri_vec_dot_q4_1_q8_1", "colibri_vec_dot_q5_1"):
+    for name in ("colibri_vec_dot_q8_0_q8_h", "colibri_vec_dot_q4_1_q8_h", "colibri_vec_dot_q5_1"):
         getattr(lib, name).restype = ctypes.c_float
     return lib
 
@@ -44,8 +44,9 @@ def _rows(n: int) -> dict[str, np.ndarray]:
     heavy = rng.standard_normal(n) * np.where(rng.random(n) < 0.03, 40.0, 1.0)   # outlier channels
     zero = rng.standard_normal(n)
     zero[:32] = 0.0
+    uneven = rng.standard_normal(n) * np.repeat(2.0 ** -rng.integers(0, 5, n // 16), 16)   # halves 1..1/16
     return {"normal": rng.standard_normal(n), "heavy": heavy, "tiny": rng.standard_normal(n) * 1e-5,
-            "ties": np.round(rng.standard_normal(n) * 8) / 2, "zero block": zero}
+            "ties": np.round(rng.standard_normal(n) * 8) / 2, "zero block": zero, "uneven halves": uneven}
 
 
 def _call(lib, fn: str, x: np.ndarray, nbytes: int) -> bytes:
@@ -55,7 +56,7 @@ def _call(lib, fn: str, x: np.ndarray, nbytes: int) -> bytes:
 
 
 def test_activation_rounding_is_the_reference(ref_lib):
-    from fidelity_sim import f16, q8_blocks
+    from fidelity_sim import q8_blocks, q8h_blocks
 
     n = 32 * 48
     for kind, x in _rows(n).items():
@@ -67,11 +68,14 @@ def test_activation_rounding_is_the_reference(ref_lib):
         assert np.array_equal(s8[:, 8:].view(np.int8), q.astype(np.int8)), f"Q8_S qs, {kind}"
         sums = s8[:, 4:8].copy().view(np.int16)
         assert np.array_equal(sums, np.stack([q[:, :16].sum(1), q[:, 16:].sum(1)], 1)), f"Q8_S sums, {kind}"
-        b1 = np.frombuffer(_call(ref_lib, "colibri_quantize_row_q8_1", x, n // 32 * 36), np.uint8).reshape(-1, 36)
-        head = b1[:, :4].copy().view(np.float16).astype(np.float32)
-        assert np.array_equal(head[:, 0], f16(d)), f"Q8_1 d, {kind}"
-        assert np.array_equal(head[:, 1], f16(d * q.sum(1))), f"Q8_1 s, {kind}"
-        assert np.array_equal(b1[:, 4:].view(np.int8), q.astype(np.int8)), f"Q8_1 qs, {kind}"
+        d, k, q = (v.reshape(n // 32, -1) for v in q8h_blocks(x.reshape(1, n), 8))
+        h = np.frombuffer(_call(ref_lib, "colibri_quantize_row_q8_h", x, n // 32 * 44), np.uint8).reshape(-1, 44)
+        assert np.array_equal(h[:, :4].copy().view(np.float32).ravel(), d.ravel()), f"Q8_H d, {kind}"
+        assert np.array_equal(h[:, 4:8].copy().view(np.int16), k), f"Q8_H k, {kind}"
+        sums = k * np.stack([q[:, :16].sum(1), q[:, 16:].sum(1)], 1)
+        assert np.array_equal(h[:, 8:12].copy().view(np.int16), sums), f"Q8_H sums, {kind}"
+        assert np.array_equal(h[:, 12:].view(np.int8), q.astype(np.int8)), f"Q8_H qs, {kind}"
+        assert kind != "uneven halves" or len(np.unique(k)) >= 6, f"Q8_H multipliers seen: {np.unique(k)}"
 
 
 class _Weights:
@@ -92,9 +96,9 @@ class _Weights:
 
 
 @pytest.mark.parametrize("type_name,mode,dot,act,act_bytes", [
-    ("Q8_0", "q8_0", "colibri_vec_dot_q8_0_q8_0", "colibri_quantize_row_q8_0", 34),
-    ("Q4_1", "q8_1", "colibri_vec_dot_q4_1_q8_1", "colibri_quantize_row_q8_1", 36),
-    ("Q5_1", "q8s:32", "colibri_vec_dot_q5_1", "colibri_quantize_row_q8_s", 40),
+    ("Q8_0", "q8h:8", "colibri_vec_dot_q8_0_q8_h", "colibri_quantize_row_q8_h", 44),
+    ("Q4_1", "q8h:8", "colibri_vec_dot_q4_1_q8_h", "colibri_quantize_row_q8_h", 44),
+    ("Q5_1", "q8h:8", "colibri_vec_dot_q5_1", "colibri_quantize_row_q8_h", 44),
 ])
 def test_rounded_products_are_the_reference_dots(ref_lib, type_name, mode, dot, act, act_bytes):
     gguf = pytest.importorskip("gguf", reason="the gguf package is not installed")

@@ -2,7 +2,8 @@
 
 Tolerances: F32 GGUF logits max |Δ| <= 1e-4 × max |logit| vs transformers (the llama q/k rows
 are stored permuted for adjacent-pair RoPE, so only the summation order differs); Q8_0 the same
-argmax at >= 95% of positions (8-bit weights and activations, per-block scales).
+argmax at >= 95% of 640 positions (8-bit weights and activations, per-block scales; measured
+96.4-100% with Q8_H activations, 95.3-100% with the Q8_0 ones before them).
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_q8_0_gguf_argmax_agrees(name, tiny_model_factory, tmp_path):
     with colibri.load(path, threads=2) as m:
         types = {ref.dtype for _, ref in m.weights}
         assert "Q8_0" in types
-        for seed in range(4):
+        for seed in range(16):   # 640 positions: over 160, one near tie more or less moved the share by 0.6%
             ids = token_ids(tiny.reference.config.vocab_size, 40, seed=30 + seed)
             agree += int((m.logits(ids).argmax(-1) == _hf_logits(tiny.reference, ids).argmax(-1)).sum())
             total += len(ids)

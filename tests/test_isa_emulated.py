@@ -72,4 +72,6 @@ def test_avx512_and_avx_vnni_tables_bitwise_equal_to_the_reference(tmp_path):
     for table in ("avx512", "avx_vnni"):
         assert f"\n{table} Q4_0:" in output and f"\n{table} Q6_K:" in output, output
     passed, failed = (int(w) for w in output.strip().splitlines()[-1].split()[0:3:2])
-    assert failed == 0 and passed > 20000, output
+    # every kernel of both tables against the reference: 24599 (24611 before Q8_H, whose one activation
+    # type for the 32-element types left 4 quantizer checks per table fewer than Q8_0 and Q8_1 had)
+    assert failed == 0 and passed >= 24599, output

@@ -1,9 +1,10 @@
 """Colibri against llama.cpp (llama-cpp-python) on the same real GGUF file, SmolLM2-135M-Instruct Q4_1.
 
-Both engines quantize activations per block (Q8_1 for Q4_1 weights, Q8_0 for Q8_0) and differ
-in accumulation order and attention precision (llama.cpp keeps an F16 KV cache), so logits
-are compared with a stated tolerance: max |Δ| <= 0.08 × max |logit| over each prompt (measured
-<= 0.052). Greedy continuations of 64 steps must agree token for token except where the two
+Both engines quantize activations per block of 32 and differ in how (llama.cpp: Q8_1 for Q4_1
+weights, one f16 scale per block; Colibri: Q8_H, an f32 unit and an integer multiplier per half),
+in accumulation order and in attention precision (llama.cpp keeps an F16 KV cache), so logits
+are compared with a stated tolerance: max |Δ| <= 0.1 × max |logit| over each prompt (measured
+<= 0.052 when Colibri rounded as ggml does, <= 0.087 with Q8_H). Greedy continuations of 64 steps must agree token for token except where the two
 engines' picks are a near-tie in Colibri's own logits (margin <= 0.02 × max |logit|): from
 such a step on, the texts may legitimately part.
 
@@ -19,7 +20,10 @@ llama.cpp runs in a child process (its threads and ours never share a process).
 The size of that disagreement is the activations' quantization noise itself, not an error of
 either engine: against a third reference, transformers on the same file's dequantized weights
 (f32 activations, nothing quantized at run time), Colibri's mean |Δ| over the prompts is at most
-llama.cpp's, and the two engines differ from each other by as much. A one-ulp difference in one
+0.9 × llama.cpp's (measured 0.145 against 0.187; 0.185 when Colibri rounded as ggml does), and
+the two engines differ from each other by as much. One prompt's |Δ| is one draw of that noise:
+each is at most 1.75 × llama.cpp's (measured 1.63 on "In 1969, ...", where llama.cpp's draw is
+its smallest; 1.46 there when Colibri rounded as ggml does). A one-ulp difference in one
 activation flips its rounding to the 8-bit grid (the x86 llama.cpp quantizer multiplies by
 127/amax and rounds half to even, ggml's reference and Colibri multiply by 1/d and round half
 away), that flip moves later activations by whole grid steps, and after a few layers the two
@@ -69,7 +73,7 @@ PROMPTS = [
     _chat("Why is the sky blue?"),
 ]
 STEPS = 64
-LOGIT_TOLERANCE = 0.08
+LOGIT_TOLERANCE = 0.1
 
 _CHILD = r"""
 import json, sys
@@ -150,7 +154,7 @@ def test_as_close_to_the_dequantized_model_as_llama_cpp(both):
         ours_err.append(np.abs(ours[i]["logits"] - want).mean())
         theirs_err.append(np.abs(np.array(reference[i]["logits"], dtype=np.float32) - want).mean())
     ratios = np.array(ours_err) / np.array(theirs_err)
-    assert np.mean(ours_err) <= 1.1 * np.mean(theirs_err) and ratios.max() <= 1.5, (
+    assert np.mean(ours_err) <= 0.9 * np.mean(theirs_err) and ratios.max() <= 1.75, (
         f"mean |Δ| from the dequantized model: colibri {np.round(ours_err, 3)}, llama.cpp {np.round(theirs_err, 3)}")
 
 
@@ -175,12 +179,14 @@ def test_greedy_agrees_until_a_near_tie(both, i):
     want = [t for t in reference[i]["greedy"] if t not in tok.eos_ids]
     got = ours[i]["greedy"]
     step = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), None)
-    if step is None:
-        n = min(len(got), len(want))
-        assert got[:n] == want[:n] and (len(got) == len(want) or n == STEPS)
+    n = min(len(got), len(want))
+    if step is None and (len(got) == len(want) or n == STEPS):
         return
+    step = n if step is None else step   # one text ended (EOS) where the other goes on
     with colibri.load(smollm2_path(), threads=2, n_ctx=512) as m:
         logits = m.logits(prompt_ids[i] + got[:step])[-1]
-    margin = float(logits[got[step]] - logits[want[step]])
+    eos = max(tok.eos_ids, key=lambda t: logits[t])   # the EOS that Colibri scores highest
+    pick = lambda text: text[step] if step < len(text) else eos
+    margin = float(logits[pick(got)] - logits[pick(want)])
     assert 0 <= margin <= NEAR_TIE * float(np.abs(logits).max()), (
         f"step {step}: margin {margin:.3f}\ncolibri:   {tok.decode(got)!r}\nllama.cpp: {tok.decode(want)!r}")

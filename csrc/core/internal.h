@@ -80,7 +80,7 @@ struct colibri_model {
     colibri_tensor global[3];    /* TOKEN_EMBD, OUTPUT_NORM, OUTPUT */
     colibri_layer *layers;       /* layers: [n_layer] */
     uint32_t act_types;          /* bit t set: some weight's vec_dot takes activations of
-                                    quantized type t (Q8_0, Q8_1); sizes ctx scratch xq */
+                                    quantized type t (Q8_H, Q8_S); sizes ctx scratch xq */
     colibri_file *file;          /* the mapped file the weights live in (colibri_model_load),
                                     or NULL when the caller owns the weights' memory */
     colibri_source *sources;     /* sources: [n_sources] files experts can be paged from */

@@ -18,9 +18,9 @@
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_f32, colibri_dot_f32)
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_f16, colibri_dot_f16)
 COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_bf16, colibri_dot_bf16)
-COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q8_0, colibri_vec_dot_q8_0_q8_0)
-COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_0, colibri_vec_dot_q4_0_q8_0)
-COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_1, colibri_vec_dot_q4_1_q8_1)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q8_0, colibri_vec_dot_q8_0_q8_h)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_0, colibri_vec_dot_q4_0_q8_h)
+COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_q4_1, colibri_vec_dot_q4_1_q8_h)
 #define COLIBRI_SCALAR_BLOCK_KERNELS(T)                                          \
     COLIBRI_DOT_ROWS_EACH_DEFINE(static void colibri_dot_rows_##T, colibri_vec_dot_##T) \
     COLIBRI_GEMM_EACH_DEFINE(static void colibri_gemm_##T, colibri_dot_rows_##T)
@@ -124,8 +124,7 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs,
         [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4,
     },
-    colibri_quantize_row_q8_0,
-    colibri_quantize_row_q8_1,
+    colibri_quantize_row_q8_h,
     colibri_quantize_row_q8_s,
     {colibri_weighted_sum_f32, colibri_weighted_sum_f16},
     {colibri_f32_row_from_f32, colibri_f16_row_from_f32},
@@ -151,8 +150,7 @@ const colibri_isa_table colibri_isa_scalar = {
 };
 
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {
-    if (act == COLIBRI_DTYPE_Q8_0) return isa->quantize_q8_0;
-    if (act == COLIBRI_TYPE_Q8_1) return isa->quantize_q8_1;
+    if (act == COLIBRI_TYPE_Q8_H) return isa->quantize_q8_h;
     if (act == COLIBRI_TYPE_Q8_S) return isa->quantize_q8_s;
     return NULL;
 }
@@ -181,8 +179,9 @@ static const colibri_isa_table *const colibri_isas[] = {
 };
 #define COLIBRI_ISA_COUNT ((int)(sizeof(colibri_isas) / sizeof(colibri_isas[0])))
 
-/* The tables as used: each one's NULL kernels replaced by the scalar table's,
- * its unset gemm_from by the default. */
+/* The tables as used: each one's NULL kernels and quantizers replaced by the
+ * scalar table's, its unset gemm_from by the default (by UINT8_MAX where it has
+ * its own dot_rows but no gemm: more than a matmul's token chunk). */
 static colibri_isa_table colibri_isas_complete[COLIBRI_ISA_COUNT];
 static pthread_once_t colibri_isas_complete_once = PTHREAD_ONCE_INIT;
 
@@ -190,8 +189,12 @@ static void colibri_isas_complete_fill(void) {
     for (int i = 0; i < COLIBRI_ISA_COUNT; i++) {
         colibri_isa_table *t = &colibri_isas_complete[i];
         *t = *colibri_isas[i];
+        if (!t->quantize_q8_h) t->quantize_q8_h = colibri_isa_scalar.quantize_q8_h;
+        if (!t->quantize_q8_s) t->quantize_q8_s = colibri_isa_scalar.quantize_q8_s;
         for (int d = 0; d < COLIBRI_WEIGHT_TYPES; d++) {
             if (!t->dot_rows[d]) t->dot_rows[d] = colibri_isa_scalar.dot_rows[d];
+            /* own dot_rows but no gemm: dot_rows token by token beats the scalar gemm at any count */
+            if (!t->gemm[d] && t->dot_rows[d] != colibri_isa_scalar.dot_rows[d]) t->gemm_from[d] = UINT8_MAX;
             if (!t->gemm[d]) t->gemm[d] = colibri_isa_scalar.gemm[d];
             if (!t->gemm_from[d]) t->gemm_from[d] = COLIBRI_GEMM_FROM_DEFAULT;
             if (!t->dequantize[d]) t->dequantize[d] = colibri_isa_scalar.dequantize[d];

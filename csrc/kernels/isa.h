@@ -4,8 +4,8 @@
  *
  * Every instruction set (ISA) the build supports has ONE table: a dot_rows
  * kernel per weight dtype, each taking the same activation row as the
- * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_1 for Q4_1 / Q5_1,
- * Q8_0 for the other block types). The table of each ISA lives in its own
+ * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_H for Q8_0 / Q4_0 /
+ * Q4_1 / Q5_0 / Q5_1 / IQ4_NL, Q8_S for the other block types). The table of each ISA lives in its own
  * folder (x86_avx2/, x86_avx_vnni/, x86_avx512/, arm_neon/, arm_dotprod/),
  * compiled with that ISA's flags; dispatch.c picks the best one the CPU and
  * OS can run, once, or the one COLIBRI_ISA names. A kernel a table leaves NULL is the scalar
@@ -58,9 +58,8 @@ typedef struct colibri_isa_table {
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
-    colibri_quantize_fn quantize_q8_0;                /* activations of Q8_0 / Q4_0 weights */
-    colibri_quantize_fn quantize_q8_1;                /* activations of Q4_1 weights */
-    colibri_quantize_fn quantize_q8_s;                /* activations of the types of quant_blocks.h */
+    colibri_quantize_fn quantize_q8_h;                /* activations of the 32-element types but MXFP4 */
+    colibri_quantize_fn quantize_q8_s;                /* activations of the other block types */
     colibri_weighted_sum_fn weighted_sum[2];          /* attention's value sum, by KV dtype (F32, F16) */
     /* a row narrowed into the KV cache's type (F32, F16), bitwise quant.h's
      * colibri_f32_row_from_f32 / colibri_f16_row_from_f32 */
@@ -83,7 +82,7 @@ typedef struct colibri_isa_table {
 #define COLIBRI_GEMM_FROM_DEFAULT 4   /* where a table sets none: AVX2's Q4_0 with its earlier 4x4 gemm core
                                          measured dot_rows per token faster at 2-3 tokens, even at 4 */
 
-/* The table's quantizer of activation type act (Q8_0, Q8_1 or Q8_S); NULL for others. */
+/* The table's quantizer of activation type act (Q8_H or Q8_S); NULL for others. */
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act);
 
 /* The tables (which exist depends on the build: COLIBRI_HAVE_AVX2 ...). */
@@ -275,11 +274,9 @@ void colibri_f16_row_from_f32_neon(const float *src, void *dst, int64_t n);
 void colibri_softmax_avx512(float *x, int64_t n);
 void colibri_silu_mul_avx2(float *g, const float *u, int64_t n);
 void colibri_silu_mul_avx512(float *g, const float *u, int64_t n);
-void colibri_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
-void colibri_quantize_q8_1_avx2(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_h_avx2(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_avx2(const float *x, void *dst, int64_t n);
-void colibri_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
-void colibri_quantize_q8_1_avx512(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_h_avx512(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_avx512(const float *x, void *dst, int64_t n);
 void colibri_dot_rows_q8_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
 void colibri_dot_rows_q4_0_avx512(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows, float *y);
@@ -358,8 +355,7 @@ void colibri_gemm_q4_0_avx512(const void *w, int64_t w_stride, const void *x, in
 void colibri_gemm_q4_1_avx512(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, float *y, int64_t y_stride);
 void colibri_softmax_neon(float *x, int64_t n);
 void colibri_silu_mul_neon(float *g, const float *u, int64_t n);
-void colibri_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
-void colibri_quantize_q8_1_neon(const float *x, void *dst, int64_t n);
+void colibri_quantize_q8_h_neon(const float *x, void *dst, int64_t n);
 void colibri_quantize_q8_s_neon(const float *x, void *dst, int64_t n);
 void colibri_weighted_sum_f32_neon(float *restrict out, const float *restrict w, const void *restrict rows,
                                    int64_t stride, int32_t n, int64_t n_cols);

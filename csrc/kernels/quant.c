@@ -9,7 +9,7 @@
 
 #include "quant.h"
 
-/* ---- Q8_0 and Q8_1 ----------------------------------------------------------- */
+/* ---- Q8_0, Q8_S and Q8_H ----------------------------------------------------------- */
 
 /* roundf(v) (halves away from zero) as int8, clamped to [-127, 127], NaN → 0,
  * without a libm call: inside (-127.5, 127.5) v - trunc(v) is exact, so
@@ -43,15 +43,33 @@ void colibri_quantize_row_q8_0(const float *x, void *dst, int64_t n) {
     }
 }
 
-void colibri_quantize_row_q8_1(const float *x, void *dst, int64_t n) {
-    colibri_block_q8_1 *b = (colibri_block_q8_1 *)dst;
-    for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
-        float d = colibri_q8_block(x + i * COLIBRI_QK, b[i].qs);
-        int32_t sum = 0;
-        for (int j = 0; j < COLIBRI_QK; j++) sum += b[i].qs[j];
-        b[i].d = colibri_f32_to_f16(d);
-        b[i].s = colibri_f32_to_f16((float)sum * d);
+/* Q8_H (quant.h): the halves' maxima, the unit d and the multipliers k, then
+ * each half rounded with its step d * k. */
+static void colibri_q8_h_block(const float *x, colibri_block_q8_h *b) {
+    float amax_h[2] = {0.0f, 0.0f};
+    for (int j = 0; j < COLIBRI_QK; j++) {   /* NaN keeps the max, as in colibri_q8_block */
+        float ax = fabsf(x[j]), *m = &amax_h[j / 16];
+        *m = ax > *m ? ax : *m;
     }
+    float amax = amax_h[0] > amax_h[1] ? amax_h[0] : amax_h[1];
+    b->d = amax / 1016.0f;
+    for (int h = 0; h < 2; h++) {
+        int16_t k = colibri_q8_h_mult(amax_h[h], amax);
+        float step = b->d * (float)k;
+        float id = step != 0.0f ? 1.0f / step : 0.0f;
+        int32_t sum = 0;
+        for (int j = 16 * h; j < 16 * h + 16; j++) {
+            b->qs[j] = colibri_round_i8(x[j] * id);
+            sum += b->qs[j];
+        }
+        b->k[h] = k;
+        b->sum[h] = (int16_t)(k * sum);
+    }
+}
+
+void colibri_quantize_row_q8_h(const float *x, void *dst, int64_t n) {
+    colibri_block_q8_h *b = (colibri_block_q8_h *)dst;   /* b: [n/32] */
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) colibri_q8_h_block(x + i * COLIBRI_QK, &b[i]);
 }
 
 void colibri_quantize_row_q8_s(const float *x, void *dst, int64_t n) {
@@ -77,11 +95,12 @@ void colibri_dequantize_row_q8_0(const void *src, float *y, int64_t n) {
     }
 }
 
-void colibri_dequantize_row_q8_1(const void *src, float *y, int64_t n) {
-    const colibri_block_q8_1 *b = (const colibri_block_q8_1 *)src;
+void colibri_dequantize_row_q8_h(const void *src, float *y, int64_t n) {
+    const colibri_block_q8_h *b = (const colibri_block_q8_h *)src;
     for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
-        float d = colibri_f16_to_f32(b[i].d);
-        for (int j = 0; j < COLIBRI_QK; j++) y[i * COLIBRI_QK + j] = d * (float)b[i].qs[j];
+        for (int j = 0; j < COLIBRI_QK; j++) {
+            y[i * COLIBRI_QK + j] = b[i].d * (float)b[i].k[j / 16] * (float)b[i].qs[j];
+        }
     }
 }
 
@@ -206,27 +225,27 @@ static const colibri_type_traits colibri_types[COLIBRI_TYPE_COUNT] = {
                            colibri_f16_row_from_f32, colibri_dot_f16, {0, -1}},
     [COLIBRI_DTYPE_BF16] = {"BF16", 1, 2, COLIBRI_DTYPE_F32, colibri_bf16_row_to_f32,
                             colibri_bf16_row_from_f32, colibri_dot_bf16, {0, -1}},
-    [COLIBRI_DTYPE_Q8_0] = {"Q8_0", COLIBRI_QK, sizeof(colibri_block_q8_0), COLIBRI_DTYPE_Q8_0,
+    [COLIBRI_DTYPE_Q8_0] = {"Q8_0", COLIBRI_QK, sizeof(colibri_block_q8_0), COLIBRI_TYPE_Q8_H,
                             colibri_dequantize_row_q8_0, colibri_quantize_row_q8_0,
-                            colibri_vec_dot_q8_0_q8_0, {0, -1}},
-    [COLIBRI_DTYPE_Q4_0] = {"Q4_0", COLIBRI_QK, sizeof(colibri_block_q4_0), COLIBRI_DTYPE_Q8_0,
+                            colibri_vec_dot_q8_0_q8_h, {0, -1}},
+    [COLIBRI_DTYPE_Q4_0] = {"Q4_0", COLIBRI_QK, sizeof(colibri_block_q4_0), COLIBRI_TYPE_Q8_H,
                             colibri_dequantize_row_q4_0, colibri_quantize_row_q4_0,
-                            colibri_vec_dot_q4_0_q8_0, {0, -1}},
-    [COLIBRI_DTYPE_Q4_1] = {"Q4_1", COLIBRI_QK, sizeof(colibri_block_q4_1), COLIBRI_TYPE_Q8_1,
+                            colibri_vec_dot_q4_0_q8_h, {0, -1}},
+    [COLIBRI_DTYPE_Q4_1] = {"Q4_1", COLIBRI_QK, sizeof(colibri_block_q4_1), COLIBRI_TYPE_Q8_H,
                             colibri_dequantize_row_q4_1, colibri_quantize_row_q4_1,
-                            colibri_vec_dot_q4_1_q8_1, {0, 2}},
-    [COLIBRI_DTYPE_Q5_0] = COLIBRI_BLOCK_ENTRY("Q5_0", q5_0, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, -1),
-    [COLIBRI_DTYPE_Q5_1] = COLIBRI_BLOCK_ENTRY("Q5_1", q5_1, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, 2),
+                            colibri_vec_dot_q4_1_q8_h, {0, 2}},
+    [COLIBRI_DTYPE_Q5_0] = COLIBRI_BLOCK_ENTRY("Q5_0", q5_0, COLIBRI_QK, COLIBRI_TYPE_Q8_H, 0, -1),
+    [COLIBRI_DTYPE_Q5_1] = COLIBRI_BLOCK_ENTRY("Q5_1", q5_1, COLIBRI_QK, COLIBRI_TYPE_Q8_H, 0, 2),
     [COLIBRI_DTYPE_Q2_K] = COLIBRI_BLOCK_ENTRY("Q2_K", q2_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 80, 82),
     [COLIBRI_DTYPE_Q3_K] = COLIBRI_BLOCK_ENTRY("Q3_K", q3_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 108, -1),
     [COLIBRI_DTYPE_Q4_K] = COLIBRI_BLOCK_ENTRY("Q4_K", q4_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, 2),
     [COLIBRI_DTYPE_Q5_K] = COLIBRI_BLOCK_ENTRY("Q5_K", q5_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, 2),
     [COLIBRI_DTYPE_Q6_K] = COLIBRI_BLOCK_ENTRY("Q6_K", q6_k, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 208, -1),
-    [COLIBRI_DTYPE_IQ4_NL] = COLIBRI_BLOCK_ENTRY("IQ4_NL", iq4_nl, COLIBRI_QK, COLIBRI_TYPE_Q8_S, 0, -1),
+    [COLIBRI_DTYPE_IQ4_NL] = COLIBRI_BLOCK_ENTRY("IQ4_NL", iq4_nl, COLIBRI_QK, COLIBRI_TYPE_Q8_H, 0, -1),
     [COLIBRI_DTYPE_IQ4_XS] = COLIBRI_BLOCK_ENTRY("IQ4_XS", iq4_xs, COLIBRI_QK_K, COLIBRI_TYPE_Q8_S, 0, -1),
     [COLIBRI_DTYPE_MXFP4] = COLIBRI_BLOCK_ENTRY("MXFP4", mxfp4, COLIBRI_QK, COLIBRI_TYPE_Q8_S, -1, -1),
-    [COLIBRI_TYPE_Q8_1] = {"Q8_1", COLIBRI_QK, sizeof(colibri_block_q8_1), COLIBRI_TYPE_Q8_1,
-                           colibri_dequantize_row_q8_1, colibri_quantize_row_q8_1, NULL, {0, 2}},
+    [COLIBRI_TYPE_Q8_H] = {"Q8_H", COLIBRI_QK, sizeof(colibri_block_q8_h), COLIBRI_TYPE_Q8_H,
+                           colibri_dequantize_row_q8_h, colibri_quantize_row_q8_h, NULL, {-1, -1}},
     [COLIBRI_TYPE_Q8_S] = {"Q8_S", COLIBRI_QK, sizeof(colibri_block_q8_s), COLIBRI_TYPE_Q8_S,
                            colibri_dequantize_row_q8_s, colibri_quantize_row_q8_s, NULL, {-1, -1}},
 };

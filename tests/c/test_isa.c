@@ -29,9 +29,10 @@
  *   - softmax and SiLU·up (colibri_expf inside): bitwise the reference on
  *     lengths around every vector width, values from -120 to 100 (under- and
  *     overflowing exp), ±inf and NaN;
- *   - the activation quantizers (Q8_0, Q8_1, Q8_S): every byte equal to the
+ *   - the activation quantizers (Q8_H, Q8_S): every byte equal to the
  *     reference's, on random rows of several magnitudes and on blocks of
- *     exact halves, values beyond ±127·d, zeros, denormals, ±inf and NaN.
+ *     exact halves, values beyond ±127·d, zeros, denormals, ±inf and NaN,
+ *     halves of unequal magnitude (every Q8_H multiplier, integer ratios).
  * Prints "N passed, M failed"; exit 1 on failure.
  */
 #include <math.h>
@@ -130,18 +131,21 @@ static void test_shape(const colibri_isa_table *isa, int32_t dtype, int64_t rows
           (long long)rows, (long long)cols, (long long)stride);
 }
 
-/* Whether the table has its own kernels for dtype (not the scalar table's, which dispatch.c
- * fills in for the types a table lacks: those are the reference itself). */
-static int test_own_kernels(const colibri_isa_table *isa, int32_t dtype) {
-    return isa == &colibri_isa_scalar ||
-           (isa->dot_rows[dtype] != colibri_isa_scalar.dot_rows[dtype] && isa->gemm[dtype] != colibri_isa_scalar.gemm[dtype]);
+/* Whether the table has its own dot_rows / gemm kernel for dtype (not the scalar table's, which
+ * dispatch.c fills in for the types a table lacks: those are the reference itself). */
+static int test_own_dot(const colibri_isa_table *isa, int32_t dtype) {
+    return isa == &colibri_isa_scalar || isa->dot_rows[dtype] != colibri_isa_scalar.dot_rows[dtype];
+}
+
+static int test_own_gemm(const colibri_isa_table *isa, int32_t dtype) {
+    return isa == &colibri_isa_scalar || isa->gemm[dtype] != colibri_isa_scalar.gemm[dtype];
 }
 
 static void test_bitwise_and_nmse(const colibri_isa_table *isa) {
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
-        if (!test_own_kernels(isa, dtype)) {
-            printf("%s %s: the scalar table's kernels, not tested again\n", isa->name, t->name);
+        if (!test_own_dot(isa, dtype)) {
+            printf("%s %s: the scalar table's dot_rows, not tested again\n", isa->name, t->name);
             continue;
         }
         int block = t->block_elems > 1;
@@ -172,22 +176,30 @@ static void test_bitwise_and_nmse(const colibri_isa_table *isa) {
 }
 
 /* With every scale 1 (and Q4_1's m = 0) a row's result is its exact integer
- * sum of products (< 2^24 here, so exact in f32): checked against int64. */
+ * sum of products, the activation's multipliers k (1..8, both orders) included
+ * (< 2^24 here, so exact in f32): checked against int64. */
 static void test_integer_exact(const colibri_isa_table *isa) {
     enum { BLOCKS = 16, N = BLOCKS * COLIBRI_QK };
     static const int32_t types[3] = {COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_Q4_1};
     uint16_t one = colibri_f32_to_f16(1.0f);
     for (int k = 0; k < 3; k++) {
         int32_t dtype = types[k];
-        colibri_block_q8_1 a[BLOCKS];    /* a: [BLOCKS] the activations for Q4_1 */
-        colibri_block_q8_0 a0[BLOCKS];   /* a0: [BLOCKS] the same for Q8_0 / Q4_0 */
-        int8_t aq[N];                   /* aq: [N] activation integers */
-        for (int i = 0; i < N; i++) aq[i] = (int8_t)(i % 7 == 0 ? (i % 2 ? 127 : -127) : (int)(test_rand(&rng) * 254.0f));
+        if (!test_own_dot(isa, dtype)) continue;
+        colibri_block_q8_h a[BLOCKS];   /* a: [BLOCKS] the activations */
+        int32_t aq[N];                  /* aq: [N] activation integers k * qs */
         for (int b = 0; b < BLOCKS; b++) {
-            a[b].d = a0[b].d = one;
-            a[b].s = 0;
-            memcpy(a[b].qs, aq + b * COLIBRI_QK, COLIBRI_QK);
-            memcpy(a0[b].qs, aq + b * COLIBRI_QK, COLIBRI_QK);
+            a[b].d = 1.0f;
+            a[b].k[0] = (int16_t)(1 + b % 8), a[b].k[1] = (int16_t)(8 - b % 8);
+            for (int h = 0; h < 2; h++) {
+                int32_t sum = 0;
+                for (int j = 16 * h; j < 16 * h + 16; j++) {
+                    int i = b * COLIBRI_QK + j;
+                    a[b].qs[j] = (int8_t)(i % 7 == 0 ? (i % 2 ? 127 : -127) : (int)(test_rand(&rng) * 254.0f));
+                    aq[i] = a[b].k[h] * a[b].qs[j];
+                    sum += a[b].qs[j];
+                }
+                a[b].sum[h] = (int16_t)(a[b].k[h] * sum);
+            }
         }
         char w[5][BLOCKS * sizeof(colibri_block_q8_0)];   /* w: [5 rows] */
         int64_t row_bytes = colibri_row_bytes(dtype, N), want[5];
@@ -215,8 +227,7 @@ static void test_integer_exact(const colibri_isa_table *isa) {
             }
         }
         float y[5];
-        const void *act = dtype == COLIBRI_DTYPE_Q4_1 ? (const void *)a : (const void *)a0;
-        isa->dot_rows[dtype](w, sizeof(w[0]), act, N, 5, y);
+        isa->dot_rows[dtype](w, sizeof(w[0]), a, N, 5, y);
         for (int r = 0; r < 5; r++) {
             CHECK((double)y[r] == (double)want[r], "%s %s row %d: integer sum %.1f, want %lld", isa->name,
                   colibri_type_traits_of(dtype)->name, r, (double)y[r], (long long)want[r]);
@@ -265,7 +276,10 @@ static void test_gemm(const colibri_isa_table *isa) {
                                             {32, 96, 1024, 2016},    /* 32-element blocks */
                                             {256, 1280, 0, 0}};      /* 256-element blocks */
     for (int32_t dtype = 0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
-        if (!test_own_kernels(isa, dtype)) continue;
+        if (!test_own_gemm(isa, dtype)) {
+            printf("%s %s: the scalar table's gemm, not tested again\n", isa->name, colibri_type_traits_of(dtype)->name);
+            continue;
+        }
         int64_t block = colibri_type_traits_of(dtype)->block_elems;
         const int64_t *cols = gemm_cols[block == 1 ? 0 : block == 32 ? 1 : 2];
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -301,6 +315,7 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
     static const float act_scales[TOKENS] = {1.0f, 0.0f, 1e-30f, 1e30f, 1.0f};
     static char w[ROWS][COLS * 2];                /* w: [ROWS] rows (any type's row fits) */
     static colibri_block_q8_s a[TOKENS][NB];      /* a: [TOKENS] Q8_S activation rows */
+    static colibri_block_q8_h ah[TOKENS][NB];     /* ah: [TOKENS] the same quants as Q8_H rows */
     float y[ROWS], g[TOKENS * ROWS];              /* y: [ROWS] one token; g: [TOKENS, ROWS] */
     const int n_pat = (int)sizeof(patterns) + 1, n_f16 = (int)(sizeof(f16s) / sizeof(f16s[0]));
     for (int k = 0; k < TOKENS; k++) {
@@ -312,11 +327,21 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
             }
             a[k][i].d = act_scales[k];
             colibri_q8_s_sums(&a[k][i]);
+            ah[k][i].d = act_scales[k];
+            memcpy(ah[k][i].qs, a[k][i].qs, COLIBRI_QK);
+            for (int h = 0; h < 2; h++) {   /* multipliers 1 and 8 at the block's ends, the others between */
+                ah[k][i].k[h] = (int16_t)(i % 3 == 0 ? 8 : i % 3 == 1 ? 1 : 1 + (i + 5 * h + k) % 8);
+                ah[k][i].sum[h] = (int16_t)(ah[k][i].k[h] * a[k][i].sum[h]);
+            }
         }
     }
     for (int32_t dtype = COLIBRI_DTYPE_Q5_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
-        if (!test_own_kernels(isa, dtype)) continue;
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
+        int own_dot = test_own_dot(isa, dtype), own_gemm = test_own_gemm(isa, dtype);
+        if (!own_dot && !own_gemm) continue;
+        int q8h = t->act_type == COLIBRI_TYPE_Q8_H;
+        const char *acts = q8h ? (const char *)ah : (const char *)a;   /* acts: [TOKENS] rows of act_row bytes */
+        int64_t act_row = q8h ? (int64_t)sizeof ah[0] : (int64_t)sizeof a[0];
         int64_t n_blk = COLS / t->block_elems;
         int same = 1, finite = 0;   /* finite: reference results that are neither inf nor NaN */
         for (int pass = 0; pass < PASSES; pass++) {
@@ -334,17 +359,20 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
                     if (dtype == COLIBRI_DTYPE_MXFP4) blk[0] = exps[(r + pass) % (int)sizeof(exps)];
                 }
             }
-            for (int k = 0; k < TOKENS; k++) {
-                isa->dot_rows[dtype](w, sizeof w[0], a[k], COLS, ROWS, y);
+            for (int k = 0; k < TOKENS && own_dot; k++) {
+                isa->dot_rows[dtype](w, sizeof w[0], acts + k * act_row, COLS, ROWS, y);
                 for (int r = 0; r < ROWS; r++) {
-                    float want = t->vec_dot(w[r], a[k], COLS);
+                    float want = t->vec_dot(w[r], acts + k * act_row, COLS);
                     same &= test_same_float(y[r], want);
                     finite += isfinite(want) != 0;
                 }
             }
-            isa->gemm[dtype](w, sizeof w[0], a, sizeof a[0], COLS, ROWS, TOKENS, g, ROWS);
+            if (!own_gemm) continue;
+            isa->gemm[dtype](w, sizeof w[0], acts, act_row, COLS, ROWS, TOKENS, g, ROWS);
             for (int k = 0; k < TOKENS; k++) {
-                for (int r = 0; r < ROWS; r++) same &= test_same_float(g[k * ROWS + r], t->vec_dot(w[r], a[k], COLS));
+                for (int r = 0; r < ROWS; r++) {
+                    same &= test_same_float(g[k * ROWS + r], t->vec_dot(w[r], acts + k * act_row, COLS));
+                }
             }
         }
         n_mismatched += !same;
@@ -443,7 +471,8 @@ static void test_exact(const colibri_isa_table *isa) {
 
 /* Fills x: [n] with block kind (i % 8) of block i: random at scales 1e-30..1e30,
  * exact multiples of d/2 (ties), all zero, denormals, one ±inf, NaNs among values,
- * one huge value among small ones. */
+ * one huge value among small ones, a second half 2^-(0..4) times the first times
+ * 1, 1.1 or 1.2 (Q8_H's multipliers, integer ratios among them). */
 static void test_quantize_input(float *x, int64_t n) {
     static const float scales[] = {1e-30f, 1e-3f, 1.0f, 7.0f, 1e30f};
     for (int64_t i = 0; i < n / COLIBRI_QK; i++) {
@@ -464,6 +493,10 @@ static void test_quantize_input(float *x, int64_t n) {
             b[17] = -NAN;
             break;
         case 6: b[i % COLIBRI_QK] = 3e38f; break;
+        case 7:
+            b[0] = scales[(i / 8) % 5];
+            for (int j = 16; j < COLIBRI_QK; j++) b[j] = b[j - 16] * ldexpf(1.0f + 0.1f * (float)(i % 3), -(int)(i % 5));
+            break;
         default: break;
         }
     }
@@ -472,9 +505,9 @@ static void test_quantize_input(float *x, int64_t n) {
 static void test_quantizers(const colibri_isa_table *isa) {
     static const int64_t cols[] = {32, 64, 256, 2048};
     static float x[MAX_COLS];   /* x: [n] */
-    static char want[MAX_COLS / COLIBRI_QK * 40], got[MAX_COLS / COLIBRI_QK * 40];
-    const int32_t acts[] = {COLIBRI_DTYPE_Q8_0, COLIBRI_TYPE_Q8_1, COLIBRI_TYPE_Q8_S};
-    for (int a = 0; a < 3; a++) {
+    static char want[MAX_COLS / COLIBRI_QK * 44], got[MAX_COLS / COLIBRI_QK * 44];
+    const int32_t acts[] = {COLIBRI_TYPE_Q8_H, COLIBRI_TYPE_Q8_S};
+    for (int a = 0; a < 2; a++) {
         const colibri_type_traits *t = colibri_type_traits_of(acts[a]);
         colibri_quantize_fn quantize = colibri_isa_quantizer(isa, acts[a]);
         for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {

@@ -1,5 +1,5 @@
 /*
- * test_quant.c — the block types Q8_0, Q4_0, Q4_1 (and the Q8_1 activation
+ * test_quant.c — the block types Q8_0, Q4_0, Q4_1 (and the Q8_H activation
  * type) of the kernels' reference layer (the others: test_quant_blocks.c):
  *   - struct sizes and the type table agree with GGUF's block layouts (every type);
  *   - hand-computed blocks: exact bytes, nibbles and scales;
@@ -49,25 +49,27 @@ static int test_nibble(const uint8_t *qs, int j) {
 
 static void test_layout(void) {
     CHECK(sizeof(colibri_block_q8_0) == 34 && sizeof(colibri_block_q4_0) == 18 &&
-          sizeof(colibri_block_q4_1) == 20 && sizeof(colibri_block_q8_1) == 36, "block sizes 34/18/20/36");
-    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 36,
+          sizeof(colibri_block_q4_1) == 20 && sizeof(colibri_block_q8_h) == 44, "block sizes 34/18/20/44");
+    const int64_t want_bytes[COLIBRI_TYPE_COUNT] = {4, 2, 2, 34, 18, 20, 22, 24, 84, 110, 144, 176, 210, 18, 136, 17, 44,
                                                     40};
     const int64_t want_elems[COLIBRI_TYPE_COUNT] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 32, 32,
                                                     32};
     const char *want_names[COLIBRI_TYPE_COUNT] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
-                                                  "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q8_1",
+                                                  "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q8_H",
                                                   "Q8_S"};
     for (int32_t t = 0; t < COLIBRI_TYPE_COUNT; t++) {
         const colibri_type_traits *type = colibri_type_traits_of(t);
         CHECK(type->block_bytes == want_bytes[t] && type->block_elems == want_elems[t] &&
               strcmp(type->name, want_names[t]) == 0, "table entry %d", t);
-        CHECK(colibri_type_is_weight(t) == (t < COLIBRI_TYPE_Q8_1), "weight type %d", t);
+        CHECK(colibri_type_is_weight(t) == (t < COLIBRI_TYPE_Q8_H), "weight type %d", t);
     }
-    CHECK(colibri_type_traits_of(COLIBRI_DTYPE_Q4_0)->act_type == COLIBRI_DTYPE_Q8_0 &&
-          colibri_type_traits_of(COLIBRI_DTYPE_Q8_0)->act_type == COLIBRI_DTYPE_Q8_0 &&
-          colibri_type_traits_of(COLIBRI_DTYPE_Q4_1)->act_type == COLIBRI_TYPE_Q8_1 &&
+    CHECK(colibri_type_traits_of(COLIBRI_DTYPE_Q4_0)->act_type == COLIBRI_TYPE_Q8_H &&
+          colibri_type_traits_of(COLIBRI_DTYPE_Q8_0)->act_type == COLIBRI_TYPE_Q8_H &&
+          colibri_type_traits_of(COLIBRI_DTYPE_Q4_1)->act_type == COLIBRI_TYPE_Q8_H &&
+          colibri_type_traits_of(COLIBRI_DTYPE_IQ4_NL)->act_type == COLIBRI_TYPE_Q8_H &&
+          colibri_type_traits_of(COLIBRI_DTYPE_MXFP4)->act_type == COLIBRI_TYPE_Q8_S &&
           colibri_type_traits_of(COLIBRI_DTYPE_BF16)->act_type == COLIBRI_DTYPE_F32,
-          "activation types: Q8_0 for Q8_0/Q4_0, Q8_1 for Q4_1, f32 for float types");
+          "activation types: Q8_H for Q8_0/Q4_0/Q4_1/IQ4_NL, Q8_S for MXFP4, f32 for float types");
     CHECK(colibri_type_traits_of(-1) == NULL && colibri_type_traits_of(COLIBRI_TYPE_COUNT) == NULL,
           "no entry out of range");
     CHECK(colibri_row_bytes(COLIBRI_DTYPE_Q4_0, 4096) == 128 * 18 &&
@@ -77,18 +79,41 @@ static void test_layout(void) {
 /* ---- hand-computed blocks --------------------------------------------------- */
 
 static void test_known_blocks(void) {
-    /* Q8_0 and Q8_1: amax 127 → d = 1 exactly, qs = roundf(x), halves away from 0 */
+    /* Q8_0: amax 127 → d = 1 exactly, qs = roundf(x), halves away from 0 */
     float x[32] = {0};
     x[0] = -127.0f; x[1] = 127.0f; x[2] = 2.5f; x[3] = -2.5f; x[4] = 0.49f; x[31] = 100.4f;
-    uint8_t q8_0[34], q8_1[36];
+    uint8_t q8_0[34];
     colibri_quantize_row_q8_0(x, q8_0, 32);
-    colibri_quantize_row_q8_1(x, q8_1, 32);
     uint8_t want_q8_0[34] = {0x00, 0x3c, 0x81, 0x7f, 0x03, 0xfd};   /* d = f16(1) LE, then qs */
     want_q8_0[33] = 0x64;
     CHECK(memcmp(q8_0, want_q8_0, 34) == 0, "Q8_0 block bytes");
-    uint8_t want_q8_1[36] = {0x00, 0x3c, 0x40, 0x56, 0x81, 0x7f, 0x03, 0xfd};   /* s = f16(100) */
-    want_q8_1[35] = 0x64;
-    CHECK(memcmp(q8_1, want_q8_1, 36) == 0, "Q8_1 block bytes (s = d * sum(qs) = 100)");
+
+    /* Q8_H: amax 1016 → d = 1 exactly. Block 0: half 1's amax 127 → r = 1, k = 1
+     * (step 1); block 1: half 1's amax 300 → r = 2.36, k = 3 (step 3); half 0 of
+     * both: r = 8, k = 8 (step 8). Block 2 all zero (0/0: k = 1), block 3 with NaNs. */
+    float xh[128] = {0};
+    for (int b = 0; b < 2; b++) {
+        float *xb = xh + 32 * b;
+        xb[0] = -1016.0f; xb[1] = 20.0f; xb[2] = -20.0f; xb[3] = 3.9f;   /* q: -127, 3 (2.5), -3, 0 */
+    }
+    xh[16] = 127.0f; xh[17] = 2.5f; xh[18] = -2.5f; xh[31] = 100.4f;      /* q: 127, 3, -3, 100 */
+    xh[48] = 300.0f; xh[49] = 4.5f; xh[50] = -4.4f;                       /* q: 100, 2 (1.5), -1 */
+    xh[96] = NAN; xh[97] = 2.0f; xh[112] = 0.5f; xh[113] = -NAN;          /* NaN ignored, then q 0 */
+    colibri_block_q8_h h[4];
+    colibri_quantize_row_q8_h(xh, h, 128);
+    CHECK(h[0].d == 1.0f && h[0].k[0] == 8 && h[0].k[1] == 1 && h[0].qs[0] == -127 && h[0].qs[1] == 3 &&
+          h[0].qs[2] == -3 && h[0].qs[3] == 0 && h[0].qs[16] == 127 && h[0].qs[17] == 3 && h[0].qs[18] == -3 &&
+          h[0].qs[31] == 100 && h[0].sum[0] == 8 * -127 && h[0].sum[1] == 227, "Q8_H block, k = {8, 1}");
+    CHECK(h[1].d == 1.0f && h[1].k[0] == 8 && h[1].k[1] == 3 && h[1].qs[16] == 100 && h[1].qs[17] == 2 &&
+          h[1].qs[18] == -1 && h[1].sum[1] == 3 * 101, "Q8_H block, k = {8, 3}");
+    CHECK(h[2].d == 0.0f && h[2].k[0] == 1 && h[2].k[1] == 1 && h[2].sum[0] == 0 && h[2].sum[1] == 0,
+          "Q8_H zero block: d = 0, k = 1");
+    CHECK(h[3].d == 2.0f / 1016.0f && h[3].k[0] == 8 && h[3].k[1] == 2 && h[3].qs[0] == 0 && h[3].qs[1] == 127 &&
+          h[3].qs[16] == 127 && h[3].qs[17] == 0, "Q8_H block with NaNs: ignored in the maxima, quantized to 0");
+    float yh[128];
+    colibri_dequantize_row_q8_h(h, yh, 128);
+    CHECK(yh[0] == -1016.0f && yh[1] == 24.0f && yh[16] == 127.0f && yh[48] == 300.0f && yh[49] == 6.0f,
+          "Q8_H dequantize: d * k * qs");
 
     /* Q4_0: max |x| is x[0] = -8 → d = -8/-8 = 1; nib = min(15, trunc(x + 8.5)) */
     memset(x, 0, sizeof x);
@@ -134,7 +159,8 @@ static void test_known_blocks(void) {
 
 /* Max over x: [n] of |x - dequant(quant(x))| minus the stated bound of its
  * block (<= 0 means within bound). With s16 = f16 rounding error of a scale:
- *   Q8_0, Q8_1: d = amax/127;  |err| <= d/2 + 127*|d - d16|
+ *   Q8_0: d = amax/127;  |err| <= d/2 + 127*|d - d16|
+ *   Q8_H: d = amax/1016 (f32), 1 <= k_h <= 8;  |err| <= d k_h / 2 in half h
  *   Q4_0: d = -max/8; |err| <= |d|/2 + 8*|d - d16| except the clamped
  *         elements (x/d > 7.5, opposite the maximum's sign): <= |d|*(x/d - 7) <= |d|
  *   Q4_1: d = (max-min)/15;  |err| <= d/2 + 15*|d - d16| + |min - m16|
@@ -161,7 +187,11 @@ static double test_roundtrip_excess(int32_t type, const float *x, int64_t n) {
         double tiny = 8.0 * 1.2e-7 * (amax + fabs(d));
         for (int j = 0; j < COLIBRI_QK; j++) {
             double err = fabs((double)xb[j] - y[b * COLIBRI_QK + j]), bound;
-            if (type == COLIBRI_DTYPE_Q4_0) {
+            if (type == COLIBRI_TYPE_Q8_H) {
+                const colibri_block_q8_h *h = (const colibri_block_q8_h *)q + b;
+                int k = h->k[j / 16];
+                bound = k >= 1 && k <= 8 && h->d == (float)amax / 1016.0f ? (double)h->d * k / 2.0 : -1.0;
+            } else if (type == COLIBRI_DTYPE_Q4_0) {
                 double r = d != 0.0 ? xb[j] / d : 0.0;
                 bound = fabs(d) * (r > 7.5 ? r - 7.0 : 0.5) + 8.0 * fabs(d - d16);
             } else if (type == COLIBRI_DTYPE_Q4_1) {
@@ -178,7 +208,7 @@ static double test_roundtrip_excess(int32_t type, const float *x, int64_t n) {
 }
 
 static void test_roundtrip(void) {
-    const int32_t types[4] = {COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_Q4_1, COLIBRI_TYPE_Q8_1};
+    const int32_t types[4] = {COLIBRI_DTYPE_Q8_0, COLIBRI_DTYPE_Q4_0, COLIBRI_DTYPE_Q4_1, COLIBRI_TYPE_Q8_H};
     int64_t n = 32 * 240;
     float *x = malloc((size_t)n * sizeof(float));   /* x: [n] */
     test_fill(x, n);
@@ -198,18 +228,25 @@ static void test_roundtrip(void) {
     int zeros = 1;
     for (int j = 0; j < 32; j++) zeros &= y[j] == 0.0f;
     CHECK(zeros, "Q4_0 zero block stays zero");
-    /* Q8_1's s is f16(d * sum(qs)) with the f32 d */
-    uint8_t q81[36 * 4];
-    colibri_quantize_row_q8_1(x, q81, 128);
-    int s_ok = 1;
-    for (int b = 0; b < 4; b++) {
-        const colibri_block_q8_1 *blk = (const colibri_block_q8_1 *)(q81 + 36 * b);
-        float amax = 0.0f;
-        int32_t sum = 0;
-        for (int j = 0; j < 32; j++) { amax = fmaxf(amax, fabsf(x[b * 32 + j])); sum += blk->qs[j]; }
-        s_ok &= blk->s == colibri_f32_to_f16((float)sum * (amax / 127.0f));
+    /* Q8_H's sums are k_h times the half's sum of qs; k_h is the smallest multiplier
+     * that covers the half: 127 d (k_h - 1) < amax_h <= 127 d k_h (up to f32 rounding) */
+    colibri_block_q8_h qh[8];
+    colibri_quantize_row_q8_h(x, qh, 256);
+    int s_ok = 1, k_ok = 1;
+    for (int b = 0; b < 8; b++) {
+        for (int hh = 0; hh < 2; hh++) {
+            int32_t sum = 0;
+            float amax_h = 0.0f;
+            for (int j = 16 * hh; j < 16 * hh + 16; j++) sum += qh[b].qs[j], amax_h = fmaxf(amax_h, fabsf(x[32 * b + j]));
+            s_ok &= qh[b].sum[hh] == qh[b].k[hh] * sum;
+            double cover = 127.0 * qh[b].d;
+            k_ok &= qh[b].d == 0.0f ? qh[b].k[hh] == 1
+                                    : (amax_h <= cover * qh[b].k[hh] * (1 + 1e-6) &&
+                                       (qh[b].k[hh] == 1 || amax_h > cover * (qh[b].k[hh] - 1) * (1 - 1e-6)));
+        }
     }
-    CHECK(s_ok, "Q8_1 block sums");
+    CHECK(s_ok, "Q8_H block sums carry k");
+    CHECK(k_ok, "Q8_H multipliers: the smallest that covers each half");
     free(x);
 }
 
@@ -222,44 +259,45 @@ static void test_integer_part(void) {
     float *w = malloc((size_t)n * sizeof(float)), *x = malloc((size_t)n * sizeof(float));
     test_fill(w, n);
     test_fill(x, n);
-    colibri_block_q8_0 *w8 = malloc((size_t)(n / 32) * sizeof *w8), *a8 = malloc((size_t)(n / 32) * sizeof *a8);
+    colibri_block_q8_0 *w8 = malloc((size_t)(n / 32) * sizeof *w8);
+    colibri_block_q8_h *a8 = malloc((size_t)(n / 32) * sizeof *a8);
     colibri_block_q4_0 *w40 = malloc((size_t)(n / 32) * sizeof *w40);
     colibri_block_q4_1 *w41 = malloc((size_t)(n / 32) * sizeof *w41);
-    colibri_block_q8_1 *a81 = malloc((size_t)(n / 32) * sizeof *a81);
     colibri_quantize_row_q8_0(w, w8, n);
     colibri_quantize_row_q4_0(w, w40, n);
     colibri_quantize_row_q4_1(w, w41, n);
-    colibri_quantize_row_q8_0(x, a8, n);
-    colibri_quantize_row_q8_1(x, a81, n);
+    colibri_quantize_row_q8_h(x, a8, n);
     int exact[3] = {1, 1, 1};
     float order[3] = {0.0f, 0.0f, 0.0f};
     for (int64_t b = 0; b < n / 32; b++) {
-        int32_t ref8 = 0, ref40 = 0, ref41 = 0;
+        int32_t ref8 = 0, ref40 = 0, ref41 = 0, asum = 0;   /* sums of products with k * qs */
         for (int j = 0; j < 32; j++) {
-            ref8 += w8[b].qs[j] * a8[b].qs[j];
-            ref40 += (test_nibble(w40[b].qs, j) - 8) * a8[b].qs[j];
-            ref41 += test_nibble(w41[b].qs, j) * a81[b].qs[j];
+            int32_t a = a8[b].k[j / 16] * a8[b].qs[j];
+            ref8 += w8[b].qs[j] * a;
+            ref40 += (test_nibble(w40[b].qs, j) - 8) * a;
+            ref41 += test_nibble(w41[b].qs, j) * a;
+            asum += a;
         }
         exact[0] &= colibri_block_dot_q8_0(&w8[b], &a8[b]) == ref8;
         exact[1] &= colibri_block_dot_q4_0(&w40[b], &a8[b]) == ref40;
-        exact[2] &= colibri_block_dot_q4_1(&w41[b], &a81[b]) == ref41;
-        float da = colibri_f16_to_f32(a8[b].d), d81 = colibri_f16_to_f32(a81[b].d);
+        exact[2] &= colibri_block_dot_q4_1(&w41[b], &a8[b]) == ref41 && a8[b].sum[0] + a8[b].sum[1] == asum;
+        float da = a8[b].d;
         order[0] += (float)ref8 * (colibri_f16_to_f32(w8[b].d) * da);
         order[1] += (float)ref40 * (colibri_f16_to_f32(w40[b].d) * da);
-        order[2] += (float)ref41 * (colibri_f16_to_f32(w41[b].d) * d81) +
-                    colibri_f16_to_f32(w41[b].m) * colibri_f16_to_f32(a81[b].s);
+        order[2] += (float)ref41 * (colibri_f16_to_f32(w41[b].d) * da) +
+                    colibri_f16_to_f32(w41[b].m) * (da * (float)asum);
     }
     CHECK(exact[0] && exact[1] && exact[2], "integer parts exact: Q8_0 %d, Q4_0 %d, Q4_1 %d",
           exact[0], exact[1], exact[2]);
-    CHECK(colibri_vec_dot_q8_0_q8_0(w8, a8, n) == order[0] && colibri_vec_dot_q4_0_q8_0(w40, a8, n) == order[1] &&
-          colibri_vec_dot_q4_1_q8_1(w41, a81, n) == order[2], "vec_dot follows the stated float order bitwise");
-    /* extremes: a full block of -8 nibbles times -127 activations stays exact in int32 */
+    CHECK(colibri_vec_dot_q8_0_q8_h(w8, a8, n) == order[0] && colibri_vec_dot_q4_0_q8_h(w40, a8, n) == order[1] &&
+          colibri_vec_dot_q4_1_q8_h(w41, a8, n) == order[2], "vec_dot follows the stated float order bitwise");
+    /* extremes: a full block of -8 nibbles times -127 activations with k = 8 stays exact in int32 */
     colibri_block_q4_0 wmin;
-    colibri_block_q8_0 amin;
+    colibri_block_q8_h amin = {.d = 1.0f, .k = {8, 8}};
     memset(wmin.qs, 0x00, sizeof wmin.qs);
     memset(amin.qs, 0x81, sizeof amin.qs);   /* -127 */
-    CHECK(colibri_block_dot_q4_0(&wmin, &amin) == 32 * 8 * 127, "extreme Q4_0 block");
-    free(w); free(x); free(w8); free(a8); free(w40); free(w41); free(a81);
+    CHECK(colibri_block_dot_q4_0(&wmin, &amin) == 32 * 8 * 127 * 8, "extreme Q4_0 block");
+    free(w); free(x); free(w8); free(a8); free(w40); free(w41);
 }
 
 /* Y = W X through the table (quantized activations) vs the float64 sum of

@@ -5,10 +5,10 @@
  * tests/test_quant_oracle.py; here:
  *   - hand-computed blocks: MXFP4's and Q5_0's bytes and values;
  *   - integer parts exact: with every f32 scale 1 (f16 d = dmin = m = 1, E8M0
- *     128, activation d = 1) and random bytes everywhere else, vec_dot is the
+ *     128, activation d = 1, Q8_H's k random in 1..8) and random bytes everywhere else, vec_dot is the
  *     exact integer sum of products of the dequantized values, int64;
  *   - vec_dot vs a float64 dot of the dequantized weights with the
- *     dequantized (Q8_S) activations: relative error <= 1e-5 (the f32 group sums);
+ *     dequantized (Q8_H / Q8_S) activations: relative error <= 1e-5 (the f32 group sums);
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
  *     UNquantized activations: NMSE <= 5e-4 (rows 1..67, cols up to 2048);
  *   - round trip of standard normal rows: NMSE within each type's bound.
@@ -109,22 +109,37 @@ static void test_random_row(int32_t dtype, int64_t n, int unit, char *row) {
     }
 }
 
-/* A Q8_S activation row: random values quantized; unit: every d = 1 and the
- * quants random in [-127, 127] (sums recomputed). */
-static void test_act_row(int64_t n, int unit, char *a) {
+/* An activation row of type act (Q8_H or Q8_S): random values quantized; unit:
+ * every d = 1, the quants random in [-127, 127], Q8_H's k random in 1..8 (sums
+ * recomputed). */
+static void test_act_row(int32_t act, int64_t n, int unit, char *a) {
     float *x = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) x[i] = (float)test_normal() * (i % 7 == 0 ? 4.0f : 1.0f);
-    colibri_quantize_row_q8_s(x, a, n);
+    colibri_type_traits_of(act)->from_f32(x, a, n);
     free(x);
     if (!unit) return;
     for (int64_t b = 0; b < n / COLIBRI_QK; b++) {
-        colibri_block_q8_s *blk = (colibri_block_q8_s *)a + b;
+        int8_t qs[COLIBRI_QK];
         for (int j = 0; j < COLIBRI_QK; j++) {
             int v = (int)(test_rand(&rng) * 254.0f);
-            blk->qs[j] = (int8_t)(j == b % 32 ? (b % 2 ? 127 : -127) : v);
+            qs[j] = (int8_t)(j == b % 32 ? (b % 2 ? 127 : -127) : v);
         }
-        blk->d = 1.0f;
-        colibri_q8_s_sums(blk);
+        if (act == COLIBRI_TYPE_Q8_H) {
+            colibri_block_q8_h *blk = (colibri_block_q8_h *)a + b;
+            memcpy(blk->qs, qs, sizeof qs);
+            blk->d = 1.0f;
+            for (int h = 0; h < 2; h++) {
+                int32_t sum = 0;
+                for (int j = 16 * h; j < 16 * h + 16; j++) sum += qs[j];
+                blk->k[h] = (int16_t)(1 + (b + 3 * h) % 8);
+                blk->sum[h] = (int16_t)(blk->k[h] * sum);
+            }
+        } else {
+            colibri_block_q8_s *blk = (colibri_block_q8_s *)a + b;
+            memcpy(blk->qs, qs, sizeof qs);
+            blk->d = 1.0f;
+            colibri_q8_s_sums(blk);
+        }
     }
 }
 
@@ -142,8 +157,10 @@ static void test_dots(void) {
             int unit = trial % 2 == 0;
             int64_t n = t->block_elems * (1 + trial % 8);
             test_random_row(dtype, n, unit, w);
-            CHECK(t->act_type == COLIBRI_TYPE_Q8_S, "%s takes Q8_S activations", t->name);
-            test_act_row(n, unit, a);
+            int q8h = t->block_elems == COLIBRI_QK && dtype != COLIBRI_DTYPE_MXFP4;
+            CHECK(t->act_type == (q8h ? COLIBRI_TYPE_Q8_H : COLIBRI_TYPE_Q8_S), "%s takes %s activations", t->name,
+                  q8h ? "Q8_H" : "Q8_S");
+            test_act_row(t->act_type, n, unit, a);
             t->to_f32(w, wd, n);
             act->to_f32(a, ad, n);
             double ref = 0.0, mag = 0.0;

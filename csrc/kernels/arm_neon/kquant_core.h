@@ -135,22 +135,22 @@ static inline void colibri_group_halves_neon(const int8x16_t t[4], int s, int32x
     COLIBRI_NEON_ISUM4_DEFINE(colibri_isum4_##ISA, ISUM)                                            \
     COLIBRI_NEON_HALVES4_DEFINE(colibri_halves4_##ISA, ISUM16)                                      \
     COLIBRI_NEON_K_STEP_DEFINE(colibri_k_step_##ISA, colibri_isum4_##ISA, colibri_halves4_##ISA)    \
-    COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, colibri_block_q8_0, colibri_prep_q8_0_neon, \
-                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F16, COLIBRI_NEON_NO_OFFSET)     \
-    COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, colibri_block_q8_0, colibri_prep_q4_0_neon, \
-                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F16, COLIBRI_NEON_NO_OFFSET)     \
-    COLIBRI_NEON_BLOCK_KERNELS(q4_1, ISA, colibri_block_q4_1, colibri_block_q8_1, colibri_prep_q4_1_neon, \
-                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F16, COLIBRI_NEON_Q4_1_OFFSET)   \
-    COLIBRI_NEON_BLOCK_KERNELS(q5_0, ISA, colibri_block_q5_0, colibri_block_q8_s, colibri_prep_q5_0_neon, \
-                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F32, COLIBRI_NEON_NO_OFFSET)     \
-    COLIBRI_NEON_BLOCK_KERNELS(q5_1, ISA, colibri_block_q5_1, colibri_block_q8_s, colibri_prep_q5_1_neon, \
-                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F32, COLIBRI_NEON_Q5_1_OFFSET)   \
-    COLIBRI_NEON_BLOCK_KERNELS(iq4_nl, ISA, colibri_block_iq4_nl, colibri_block_q8_s,               \
-                               colibri_prep_iq4_nl_neon, COLIBRI_NEON_DW_F16, COLIBRI_NEON_DA_F32,  \
-                               COLIBRI_NEON_NO_OFFSET)                                              \
-    COLIBRI_NEON_BLOCK_KERNELS(mxfp4, ISA, colibri_block_mxfp4, colibri_block_q8_s,                 \
-                               colibri_prep_mxfp4_neon, COLIBRI_NEON_DW_E8M0, COLIBRI_NEON_DA_F32,  \
-                               COLIBRI_NEON_NO_OFFSET)                                              \
+    COLIBRI_NEON_BLOCK_SUM4_Q8_H_DEFINE(colibri_block_sum4_q8_h_##ISA, colibri_halves4_##ISA)       \
+    COLIBRI_NEON_BLOCK_SUM4_Q8_S_DEFINE(colibri_block_sum4_q8_s_##ISA, colibri_isum4_##ISA)         \
+    COLIBRI_NEON_BLOCK_KERNELS(q8_0, ISA, colibri_block_q8_0, q8_h, colibri_prep_q8_0_neon,         \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_NO_OFFSET)                         \
+    COLIBRI_NEON_BLOCK_KERNELS(q4_0, ISA, colibri_block_q4_0, q8_h, colibri_prep_q4_0_neon,         \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_NO_OFFSET)                         \
+    COLIBRI_NEON_BLOCK_KERNELS(q4_1, ISA, colibri_block_q4_1, q8_h, colibri_prep_q4_1_neon,         \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_Q4_1_OFFSET)                       \
+    COLIBRI_NEON_BLOCK_KERNELS(q5_0, ISA, colibri_block_q5_0, q8_h, colibri_prep_q5_0_neon,         \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_NO_OFFSET)                         \
+    COLIBRI_NEON_BLOCK_KERNELS(q5_1, ISA, colibri_block_q5_1, q8_h, colibri_prep_q5_1_neon,         \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_Q5_1_OFFSET)                       \
+    COLIBRI_NEON_BLOCK_KERNELS(iq4_nl, ISA, colibri_block_iq4_nl, q8_h, colibri_prep_iq4_nl_neon,   \
+                               COLIBRI_NEON_DW_F16, COLIBRI_NEON_NO_OFFSET)                         \
+    COLIBRI_NEON_BLOCK_KERNELS(mxfp4, ISA, colibri_block_mxfp4, q8_s, colibri_prep_mxfp4_neon,      \
+                               COLIBRI_NEON_DW_E8M0, COLIBRI_NEON_NO_OFFSET)                        \
     COLIBRI_NEON_K_KERNELS(q2_k, ISA, colibri_block_q2_k, colibri_q2_k_scales16_neon, 1,            \
                            colibri_q2_k_mins16_neon, COLIBRI_NEON_FIELD4(dmin), 0)                  \
     COLIBRI_NEON_K_KERNELS(q3_k, ISA, colibri_block_q3_k, colibri_q3_k_scales16_neon, 0,            \

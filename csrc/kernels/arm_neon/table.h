@@ -49,8 +49,7 @@
             [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_##BLOCKS,              \
             [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_##BLOCKS,                \
         },                                                                      \
-        colibri_quantize_q8_0_neon,                                             \
-        colibri_quantize_q8_1_neon,                                             \
+        colibri_quantize_q8_h_neon,                                             \
         colibri_quantize_q8_s_neon,                                             \
         {colibri_weighted_sum_f32_neon, colibri_weighted_sum_f16_neon},         \
         {colibri_f32_row_from_f32, colibri_f16_row_from_f32_neon},              \

@@ -1,13 +1,14 @@
 /*
- * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_0 / Q8_1 / Q8_S),
+ * arm_neon/vector_ops.c — NEON's activation quantizers (Q8_H / Q8_S),
  * attention's value sum over f32 or f16 rows, softmax and SiLU·up, bitwise
  * the reference:
  *   quantize: a block of 32 as eight 4-lane vectors; amax by a compare and
  *             select (a NaN |x| keeps the running max, as the reference's
- *             `ax > amax ? ax : amax`; NEON's vmaxq would propagate it);
+ *             `ax > amax ? ax : amax`; NEON's vmaxq would propagate it), of
+ *             the block (Q8_S) or of each half (Q8_H: d, the multipliers and
+ *             1/step then in scalar, as the reference computes them);
  *             roundf(x * id) as truncation plus the exact fraction compared
- *             with ±0.5, clamped to ±127, NaN to 0; f16 scales by the
- *             reference's scalar conversion (quant.h's row macro);
+ *             with ±0.5, clamped to ±127, NaN to 0;
  *   weighted sum: weighted_sum_tiled.h on 4-lane vectors (a separate
  *             multiply and add, no FMA, f16 widened exactly first);
  *   f16 rows: vcvt_f16_f32 (FPCR's default round to nearest even, NaNs
@@ -24,40 +25,87 @@
 #include "../quant.h"
 #include "../weighted_sum_tiled.h"
 
+/* The running max of |v| over m's lanes: a NaN |v| keeps m, as the
+ * reference's `ax > m ? ax : m` (vmaxq would propagate it). */
+static inline float32x4_t colibri_amax_step_neon(float32x4_t v, float32x4_t m) {
+    float32x4_t ax = vabsq_f32(v);
+    return vbslq_f32(vcgtq_f32(ax, m), ax, m);
+}
+
+/* roundf(v * id) as int32, clamped to ±127, NaN to 0: truncation, then ±1
+ * where the exact fraction reaches ±0.5 (colibri_round_i8). */
+static inline int32x4_t colibri_round4_neon(float32x4_t v, float32x4_t id) {
+    float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(127.0f);
+    float32x4_t xi = vmulq_f32(v, id);
+    float32x4_t t = vrndq_f32(xi);   /* toward zero */
+    float32x4_t frac = vsubq_f32(xi, t);
+    t = vaddq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcgeq_f32(frac, vdupq_n_f32(0.5f)), vreinterpretq_u32_f32(one))));
+    t = vsubq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcleq_f32(frac, vdupq_n_f32(-0.5f)), vreinterpretq_u32_f32(one))));
+    t = vbslq_f32(vcgtq_f32(t, lim), lim, t);
+    t = vbslq_f32(vcltq_f32(t, vnegq_f32(lim)), vnegq_f32(lim), t);
+    t = vbslq_f32(vceqq_f32(xi, xi), t, vdupq_n_f32(0.0f));   /* NaN → 0 */
+    return vcvtq_s32_f32(t);   /* integral values: exact */
+}
+
+/* q: [4][4] int32 in [-127, 127] → qs: [16] int8 in order (narrowing: exact). */
+static inline void colibri_store_q16_neon(const int32x4_t q[4], int8_t *qs) {
+    int16x8_t lo = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1])), hi = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
+    vst1q_s8(qs, vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));
+}
+
+/* The sum of q: [4][4] int32. */
+static inline int32_t colibri_sum16_neon(const int32x4_t q[4]) {
+    return vaddvq_s32(vaddq_s32(vaddq_s32(q[0], q[1]), vaddq_s32(q[2], q[3])));
+}
+
 /* Quantizes x: [32] into qs: [32]; returns d and sets *sum to the sum of qs. */
 static inline float colibri_q8_block_neon(const float *x, int8_t *qs, int32_t *sum) {
     float32x4_t v[8], m = vdupq_n_f32(0.0f);   /* v: [8][4] */
     for (int k = 0; k < 8; k++) {
         v[k] = vld1q_f32(x + 4 * k);
-        float32x4_t ax = vabsq_f32(v[k]);
-        m = vbslq_f32(vcgtq_f32(ax, m), ax, m);
+        m = colibri_amax_step_neon(v[k], m);
     }
     float d = vmaxvq_f32(m) / 127.0f;   /* no NaN left in m */
     float32x4_t id = vdupq_n_f32(d != 0.0f ? 1.0f / d : 0.0f);
-    float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(127.0f);
-    int32x4_t total = vdupq_n_s32(0);
-    int32_t q32[32];   /* q32: [32] */
-    for (int k = 0; k < 8; k++) {
-        float32x4_t xi = vmulq_f32(v[k], id);
-        float32x4_t t = vrndq_f32(xi);   /* toward zero */
-        float32x4_t frac = vsubq_f32(xi, t);
-        t = vaddq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcgeq_f32(frac, vdupq_n_f32(0.5f)),
-                                                         vreinterpretq_u32_f32(one))));
-        t = vsubq_f32(t, vreinterpretq_f32_u32(vandq_u32(vcleq_f32(frac, vdupq_n_f32(-0.5f)),
-                                                         vreinterpretq_u32_f32(one))));
-        t = vbslq_f32(vcgtq_f32(t, lim), lim, t);
-        t = vbslq_f32(vcltq_f32(t, vnegq_f32(lim)), vnegq_f32(lim), t);
-        t = vbslq_f32(vceqq_f32(xi, xi), t, vdupq_n_f32(0.0f));   /* NaN → 0 */
-        int32x4_t q = vcvtq_s32_f32(t);   /* integral values: exact */
-        vst1q_s32(q32 + 4 * k, q);
-        total = vaddq_s32(total, q);
-    }
-    for (int j = 0; j < 32; j++) qs[j] = (int8_t)q32[j];
-    *sum = vaddvq_s32(total);
+    int32x4_t q[8];   /* q: [8][4] */
+    for (int k = 0; k < 8; k++) q[k] = colibri_round4_neon(v[k], id);
+    colibri_store_q16_neon(q, qs), colibri_store_q16_neon(q + 4, qs + 16);
+    *sum = colibri_sum16_neon(q) + colibri_sum16_neon(q + 4);
     return d;
 }
 
-COLIBRI_Q8_ROW_QUANTIZERS(colibri_quantize_q8_0_neon, colibri_quantize_q8_1_neon, colibri_q8_block_neon)
+/* Q8_H (quant.h): each half's max by vector, d and the multipliers in scalar
+ * as the reference computes them, then each half rounded with its own 1/step. */
+static inline void colibri_q8_h_block_neon(const float *x, colibri_block_q8_h *b) {
+    float32x4_t v[8];   /* v: [8][4], halves v[0..3] and v[4..7] */
+    float amax_h[2];
+    for (int h = 0; h < 2; h++) {
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int k = 4 * h; k < 4 * h + 4; k++) {
+            v[k] = vld1q_f32(x + 4 * k);
+            m = colibri_amax_step_neon(v[k], m);
+        }
+        amax_h[h] = vmaxvq_f32(m);   /* no NaN left in m */
+    }
+    float amax = amax_h[0] > amax_h[1] ? amax_h[0] : amax_h[1];
+    b->d = amax / 1016.0f;
+    for (int h = 0; h < 2; h++) {
+        int16_t k = colibri_q8_h_mult(amax_h[h], amax);
+        float step = b->d * (float)k;
+        float32x4_t id = vdupq_n_f32(step != 0.0f ? 1.0f / step : 0.0f);
+        int32x4_t q[4];   /* q: [4][4] the half's quants */
+        for (int i = 0; i < 4; i++) q[i] = colibri_round4_neon(v[4 * h + i], id);
+        colibri_store_q16_neon(q, b->qs + 16 * h);
+        b->k[h] = k;
+        b->sum[h] = (int16_t)(k * colibri_sum16_neon(q));
+    }
+}
+
+void colibri_quantize_q8_h_neon(const float *x, void *dst, int64_t n) {
+    colibri_block_q8_h *b = (colibri_block_q8_h *)dst;   /* b: [n/32] */
+    for (int64_t i = 0; i < n / COLIBRI_QK; i++) colibri_q8_h_block_neon(x + i * COLIBRI_QK, &b[i]);
+}
+
 COLIBRI_Q8_S_ROW_QUANTIZER(colibri_quantize_q8_s_neon, colibri_q8_block_neon)
 
 static inline float32x4_t colibri_ws4_f32(const void *r, int64_t i) { return vld1q_f32((const float *)r + i); }

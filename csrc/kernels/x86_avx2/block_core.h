@@ -3,13 +3,15 @@
  * kernels (x86_avx2/dot_quant.c, x86_avx512/dot_quant.c); included only by
  * files compiled with at least AVX2 + F16C.
  *
- * Per block b, for 4 weight rows at once: MAC(PREP(&w_r[b]), av, shared)
- * gives 8 int32 partial sums of row r's exact integer block dot (PREP: the
- * weight block as a vector; av: the activation block's 32 int8; shared: a
- * per-block vector that SHARED(av) computes once for the 4 rows); they are
- * reduced to the 4 exact sums, then lane r does exactly the reference's
- * float step for row r:
- *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * s_a for Q4_1]
+ * Per block b of Q8_H activations (quant.h), for 4 weight rows at once:
+ * MAC(PREP(&w_r[b]), av, kv, shared) gives 8 int32 partial sums of row r's
+ * block dot, lanes 0-3 from half 0 and 4-7 from half 1 (PREP: the weight block
+ * as a vector; av: the activation block's 32 int8; kv = KV(&a[b]) the block's
+ * multipliers as a vector and shared a vector SHARED(av, kv), each computed
+ * once for the 4 rows); HSUM(s0..s3, kv) reduces them to the 4 exact
+ * k0 * I_0 + k1 * I_1 (the MAC applies k, or HSUM does), then lane r does
+ * exactly the reference's float step for row r:
+ *   acc_r += (float)isum_r * (d_w_r * d_a)   [+ m_w_r * (d_a * (sum_0 + sum_1)) for Q4_1]
  * with one multiply/add per operation (no FMA), blocks in order.
  * The next group's rows are prefetched at least once per 64-byte line: on
  * every other block for 18- and 20-byte blocks, on every block for Q8_0's 34
@@ -21,14 +23,45 @@
 #define COLIBRI_X86_BLOCK_CORE_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "../isa.h"
 #include "../quant.h"
 
-/* The 4 totals of s0..s3 (each 8 int32 lanes), in row order. */
-static inline __m128i colibri_hsum4_epi32(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+/* The 4 totals of s0..s3 (each 8 int32 lanes), in row order; kv unused (the
+ * MAC has applied the multipliers). */
+static inline __m128i colibri_hsum4_epi32(__m256i s0, __m256i s1, __m256i s2, __m256i s3, __m256i kv) {
+    (void)kv;
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* The 4 totals k0 * (lanes 0-3) + k1 * (lanes 4-7) of s0..s3, in row order,
+ * kv = [k0 x4 | k1 x4] int32 (colibri_q8_h_k32): the two levels of hadd leave
+ * the 4 rows' half-0 sums in the low 128 bits and their half-1 sums in the
+ * high, so one vpmulld applies k for the 4 rows. */
+static inline __m128i colibri_hsum4_k_epi32(__m256i s0, __m256i s1, __m256i s2, __m256i s3, __m256i kv) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    h = _mm256_mullo_epi32(h, kv);
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* A Q8_H block's multipliers as 16 int16 lanes [k0 x8 | k1 x8]: vpmaddwd of the
+ * vpmaddubsw pairs (lanes 0-7 from bytes 0-15, half 0) against it sums each
+ * pair times its half's k. One 32-bit broadcast, one in-lane byte shuffle. */
+static inline __m256i colibri_q8_h_k16(const colibri_block_q8_h *a) {
+    int32_t k;
+    memcpy(&k, a->k, sizeof k);
+    return _mm256_shuffle_epi8(_mm256_set1_epi32(k), _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                                                      2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
+}
+
+/* A Q8_H block's multipliers as 8 int32 lanes [k0 x4 | k1 x4] (colibri_hsum4_k_epi32). */
+static inline __m256i colibri_q8_h_k32(const colibri_block_q8_h *a) {
+    int32_t k;
+    memcpy(&k, a->k, sizeof k);
+    __m256i k01 = _mm256_cvtepi16_epi32(_mm_cvtsi32_si128(k));   /* [k0, k1, 0 ...] */
+    return _mm256_permutevar8x32_epi32(k01, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
 /* qs: [16] packed nibbles → [32] uint8 in element order (low nibbles, then
@@ -49,26 +82,28 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
 /* The 4 f16 values v of blocks p0..p3 as f32 (exact). */
 #define COLIBRI_F16X4(p0, p1, p2, p3, v) colibri_f16x4_ps((p0)->v, (p1)->v, (p2)->v, (p3)->v)
 
-/* Q4_1's offset term m_w_r * s_a added to v (lanes = rows); others: v. */
+/* Q4_1's offset term m_w_r * (d_a * (sum_0 + sum_1)) added to v (lanes = rows); others: v. */
 #define COLIBRI_NO_OFFSET(v, w0, w1, w2, w3, a) (v)
-#define COLIBRI_Q4_1_OFFSET(v, w0, w1, w2, w3, a) \
-    _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m), _mm_set1_ps(_cvtsh_ss((a)->s))))
+#define COLIBRI_Q4_1_OFFSET(v, w0, w1, w2, w3, a)                     \
+    _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m),      \
+                               _mm_set1_ps((a)->d * (float)((a)->sum[0] + (a)->sum[1]))))
 
-#define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)            \
+#define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)         \
     static void NAME(const char *const w[4], const char *ahead, const void *xv,             \
                      int64_t n, float out[4]) {                                             \
-        const ABLOCK *a = (const ABLOCK *)xv;                    /* a: [n/32] */            \
+        const colibri_block_q8_h *a = (const colibri_block_q8_h *)xv;   /* a: [n/32] */     \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
         __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
-            __m256i shared = SHARED(av);                                                    \
-            __m128i isum = colibri_hsum4_epi32(MAC(PREP(&w0[b]), av, shared), MAC(PREP(&w1[b]), av, shared), \
-                                               MAC(PREP(&w2[b]), av, shared), MAC(PREP(&w3[b]), av, shared)); \
+            __m256i kv = KV(&a[b]);                                                         \
+            __m256i shared = SHARED(av, kv);                                                \
+            __m128i isum = HSUM(MAC(PREP(&w0[b]), av, kv, shared), MAC(PREP(&w1[b]), av, kv, shared), \
+                                MAC(PREP(&w2[b]), av, kv, shared), MAC(PREP(&w3[b]), av, kv, shared), kv); \
             __m128 scale = _mm_mul_ps(COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d),     \
-                                      _mm_set1_ps(_cvtsh_ss(a[b].d)));                      \
+                                      _mm_set1_ps(a[b].d));                                 \
             __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), scale);                            \
             acc = _mm_add_ps(acc, OFFSET(v, &w0[b], &w1[b], &w2[b], &w3[b], &a[b]));        \
         }                                                                                   \
@@ -77,8 +112,8 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
 
 /* The dot_rows kernel of one block type for one ISA (the multi-token gemm
  * kernels are the row panels of gemm_panel.h and x86_avx512/gemm_quant.c). */
-#define COLIBRI_X86_BLOCK_KERNELS(TYPE, ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)               \
-    COLIBRI_X86_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, ABLOCK, SHARED, PREP, MAC, OFFSET)      \
+#define COLIBRI_X86_BLOCK_KERNELS(TYPE, ISA, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)             \
+    COLIBRI_X86_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)    \
     COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)
 
 #endif /* COLIBRI_X86_BLOCK_CORE_H */

@@ -4,19 +4,22 @@
  * quant_dot_blocks.c.
  *
  * The 32-element types, one group of 32 elements per step: every row's 32
- * quants as bytes, times the Q8_S activation block by vpmaddubsw (unsigned u
+ * quants as bytes, times the activation block (Q8_H for Q5_0 / Q5_1 / IQ4_NL,
+ * Q8_S for MXFP4) by vpmaddubsw (unsigned u
  * with q = u - C, or, for the IQ4 tables, |kv| against sign(kv)·a; no pair
  * can saturate: |u| <= 63 or |kv| <= 127), then vpmaddwd into int32 sums of 4
- * products, and two vphaddd that reduce the 4 rows to [half 0: r0..r3 |
- * half 1: r0..r3]. The offset C·A_h (A_h the activation's stored half sums)
- * and the per-half integer scales S_h (one vpmulld) apply in that layout,
- * exactly; the halves are added, and the reference's float step runs
- * lane-wise:
+ * products (against Q8_H's multipliers [k_0 x8 | k_1 x8] as the words, so
+ * that each sum carries its half's k_h; ones for Q8_S), and two vphaddd that
+ * reduce the 4 rows to [half 0: r0..r3 | half 1: r0..r3]. The offset C·A_h
+ * (A_h the activation's stored half sums, which carry k_h) and the per-half
+ * integer scales S_h (one vpmulld) apply in that layout, exactly; the halves
+ * are added, and the reference's float step runs lane-wise:
  *   acc_r += (float)isum * (D_r * d_a)   [ - (float)msum * (DMIN_r * d_a) ]
  * groups in order. The 256-element types take two groups per step (their
  * section below): unpack-and-add reductions, scales and mins by vpmaddwd
  * against the activation's (A_0, A_1) pairs, the float step on 8 lanes.
  */
+#include "block_core.h"
 #include "blocks_quants.h"
 #include "../isa.h"
 
@@ -25,33 +28,37 @@ static inline __m256i colibri_rows_halves8(__m256i s0, __m256i s1, __m256i s2, _
     return _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
 }
 
-/* [A_0 x4 | A_1 x4]: an activation block's half sums, each repeated for the 4 rows. */
-static inline __m256i colibri_act_halves8(const colibri_block_q8_s *a) {
-    return _mm256_setr_m128i(_mm_set1_epi32(a->sum[0]), _mm_set1_epi32(a->sum[1]));
+/* [v_0 x4 | v_1 x4]: an activation block's per-half values (its half sums A_h, Q8_H's
+ * multipliers k_h), each repeated for the 4 rows. */
+static inline __m256i colibri_act_halves8(const int16_t v[2]) {
+    return _mm256_setr_m128i(_mm_set1_epi32(v[0]), _mm_set1_epi32(v[1]));
 }
 
-/* The 4 rows' int32 sums of 4 products of unsigned u (<= 127) with the activation bytes. */
-static inline __m256i colibri_maddubs4(__m256i u, __m256i av) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), _mm256_set1_epi16(1));
+/* The 4 rows' int32 sums of 4 products of unsigned u (<= 127) with the activation bytes,
+ * times the words of kk: [k0 x8 | k1 x8] for Q8_H (colibri_q8_h_k16: the pairs of bytes
+ * 0-15 are half 0's), ones for Q8_S. */
+static inline __m256i colibri_maddubs4(__m256i u, __m256i av, __m256i kk) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), kk);
 }
 
 /* The same for signed table values kv (|kv| <= 127): |kv| times sign(kv)·a. */
-static inline __m256i colibri_maddubs4_signed(__m256i kv, __m256i av) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv)), _mm256_set1_epi16(1));
+static inline __m256i colibri_maddubs4_signed(__m256i kv, __m256i av, __m256i kk) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(kv), _mm256_sign_epi8(av, kv)), kk);
 }
 
 /* acc (4 rows) plus the float step of one group. s0..s3: the rows' int32 product sums
- * (colibri_maddubs4); c: the quants' offset (0: none); S8, M8: per-half scales and mins
- * in colibri_rows_halves8's layout (has_s, has_m); D4, DM4: the rows' block scales. */
+ * (colibri_maddubs4, Q8_H's multipliers applied); d_a, sum: the activation block's scale
+ * and half sums; c: the quants' offset (0: none); S8, M8: per-half scales and mins in
+ * colibri_rows_halves8's layout (has_s, has_m); D4, DM4: the rows' block scales. */
 static inline __attribute__((always_inline)) __m128 colibri_group_step(
-    __m256i s0, __m256i s1, __m256i s2, __m256i s3, const colibri_block_q8_s *a, const int c, const int has_s,
+    __m256i s0, __m256i s1, __m256i s2, __m256i s3, float d_a, const int16_t sum[2], const int c, const int has_s,
     __m256i S8, const int has_m, __m256i M8, __m128 D4, __m128 DM4, __m128 acc) {
     __m256i h = colibri_rows_halves8(s0, s1, s2, s3);
-    __m256i A = c || has_m ? colibri_act_halves8(a) : _mm256_setzero_si256();
+    __m256i A = c || has_m ? colibri_act_halves8(sum) : _mm256_setzero_si256();
     if (c) h = _mm256_sub_epi32(h, _mm256_mullo_epi32(A, _mm256_set1_epi32(c)));
     if (has_s) h = _mm256_mullo_epi32(h, S8);
     __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    __m128 da = _mm_set1_ps(a->d);
+    __m128 da = _mm_set1_ps(d_a);
     __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(D4, da));
     if (has_m) {
         __m256i mh = _mm256_mullo_epi32(M8, A);
@@ -319,32 +326,39 @@ COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_
 #define COLIBRI_E8M0_4 colibri_e8m0_half4(w0[b].e, w1[b].e, w2[b].e, w3[b].e)
 #define COLIBRI_NEG_M_4 _mm_xor_ps(COLIBRI_F16_4(2), _mm_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
 
-/* NAME: the 4-row core of the 32-element type WBLOCK: quants QUANTS (MADD), offset C,
- * block scales D4, Q5_1's min form (HAS_M: M = 1) with DM4. */
-#define COLIBRI_AVX2_BLOCK_CORE(NAME, WBLOCK, QUANTS, MADD, C, D4, HAS_M, DM4)                                   \
+/* The words colibri_maddubs4 multiplies by: Q8_H's multipliers, or ones (Q8_S). */
+#define COLIBRI_K_Q8_H(blk) colibri_q8_h_k16(blk)
+#define COLIBRI_K_NONE(blk) _mm256_set1_epi16(1)
+
+/* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (Q8_H:
+ * K COLIBRI_K_Q8_H, has_k; Q8_S: COLIBRI_K_NONE): quants QUANTS (MADD), offset C, block
+ * scales D4, Q5_1's min form (HAS_M: M = 1) with DM4. */
+#define COLIBRI_AVX2_BLOCK_CORE(NAME, WBLOCK, ABLOCK, K, QUANTS, MADD, C, D4, HAS_M, DM4)                         \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
-        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                                \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
         __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                                          \
             if (b % 2 == 0) COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK)); \
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                                          \
-            acc = colibri_group_step(MADD(QUANTS(&w0[b]), av), MADD(QUANTS(&w1[b]), av), MADD(QUANTS(&w2[b]), av), \
-                                     MADD(QUANTS(&w3[b]), av), &a[b], C, 0, _mm256_setzero_si256(), HAS_M,       \
+            __m256i kk = K(&a[b]);                                                                              \
+            acc = colibri_group_step(MADD(QUANTS(&w0[b]), av, kk), MADD(QUANTS(&w1[b]), av, kk),                \
+                                     MADD(QUANTS(&w2[b]), av, kk), MADD(QUANTS(&w3[b]), av, kk), a[b].d, a[b].sum, \
+                                     C, 0, _mm256_setzero_si256(), HAS_M,                                       \
                                      _mm256_set1_epi32(1), D4, DM4, acc);                                       \
         }                                                                                                       \
         _mm_storeu_ps(out, acc);                                                                                \
     }
 
-COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_0_avx2, colibri_block_q5_0, COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 16,
-                        COLIBRI_F16_4(0), 0, _mm_setzero_ps())
-COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_1_avx2, colibri_block_q5_1, COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 0,
-                        COLIBRI_F16_4(0), 1, COLIBRI_NEG_M_4)
-COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_iq4_nl_avx2, colibri_block_iq4_nl, COLIBRI_IQ4_NL_QUANTS, COLIBRI_SIGNED, 0,
-                        COLIBRI_F16_4(0), 0, _mm_setzero_ps())
-COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_mxfp4_avx2, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS, COLIBRI_UNSIGNED, COLIBRI_C_MXFP4_U16,
-                        COLIBRI_E8M0_4, 0, _mm_setzero_ps())
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_0_avx2, colibri_block_q5_0, colibri_block_q8_h, COLIBRI_K_Q8_H,
+                        COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 16, COLIBRI_F16_4(0), 0, _mm_setzero_ps())
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_q5_1_avx2, colibri_block_q5_1, colibri_block_q8_h, COLIBRI_K_Q8_H,
+                        COLIBRI_Q5_QUANTS, COLIBRI_UNSIGNED, 0, COLIBRI_F16_4(0), 1, COLIBRI_NEG_M_4)
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_iq4_nl_avx2, colibri_block_iq4_nl, colibri_block_q8_h, COLIBRI_K_Q8_H,
+                        COLIBRI_IQ4_NL_QUANTS, COLIBRI_SIGNED, 0, COLIBRI_F16_4(0), 0, _mm_setzero_ps())
+COLIBRI_AVX2_BLOCK_CORE(colibri_dot4_mxfp4_avx2, colibri_block_mxfp4, colibri_block_q8_s, COLIBRI_K_NONE,
+                        COLIBRI_MXFP4_QUANTS, COLIBRI_UNSIGNED, COLIBRI_C_MXFP4_U16, COLIBRI_E8M0_4, 0, _mm_setzero_ps())
 
 #define COLIBRI_AVX2_BLOCK_DOT_ROWS(T) COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##T##_avx2, colibri_dot4_##T##_avx2)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(q5_0)

@@ -63,11 +63,18 @@ typedef struct colibri_group_panel8 {
     __m256 dm[COLIBRI_GB_GROUPS];      /* dm: [group] 8 rows' DMIN */
 } colibri_group_panel8;
 
-/* One group of a tile's 4 tokens, what the step reads of them: 160 bytes in a row. */
+/* The activation types (the kernels' ACT argument): Q8_S (k_h = 1) or Q8_H, whose types
+ * (Q5_0, Q5_1, IQ4_NL) have S_h = 1, so that the token's k_h stands in for S_h · k_h. */
+#define COLIBRI_GB_Q8_S 0
+#define COLIBRI_GB_Q8_H 1
+
+/* One group of a tile's 4 tokens, what the step reads of them: 208 bytes in a row. */
 typedef struct colibri_group_tile {
     uint8_t b[COLIBRI_P8_TILE][32];   /* b: [token, element] a + 128 (SIGNED: a) */
     float d[COLIBRI_P8_TILE];         /* d: [token] activation scales */
     int32_t a[COLIBRI_P8_TILE];       /* a: [token] (A_0, A_1) as int16 */
+    int32_t k[COLIBRI_P8_TILE][2];    /* k: [token, half] Q8_H's k_h as two equal int16 (Q8_S: unset) */
+    int32_t c[COLIBRI_P8_TILE];       /* c: [token] Q8_H's -CA (A_0 + A_1), the panel's offset (Q8_S: unset) */
 } colibri_group_tile;
 
 /* The chunk's tokens, tile by tile: a tile's walk over the groups reads one stream (laid
@@ -77,23 +84,31 @@ typedef struct colibri_group_tokens {
     colibri_group_tile t[COLIBRI_GB_TOKENS / COLIBRI_P8_TILE][COLIBRI_GB_GROUPS];   /* t: [tile, group] */
 } colibri_group_tokens;
 
-/* The Q8_S side of tokens t0.. (nt of them, a multiple of the tile; real ones kt) for
- * groups [g0, g0 + ng). Inline on purpose: as a plain static function GCC 12.2 (-O1 and
+/* The side of tokens t0.. (nt of them, a multiple of the tile; real ones kt) for groups
+ * [g0, g0 + ng) from their Q8_S (act COLIBRI_GB_Q8_S) or Q8_H blocks. Inline on purpose: as a plain static function GCC 12.2 (-O1 and
  * up; its IPA mod/ref analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped
  * every call to it. */
 static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const char *x, int64_t x_stride, int64_t t0,
-                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased) {
+                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased, int act,
+                                             int32_t ca) {
     __m256i flip = _mm256_set1_epi8(biased ? (char)0x80 : 0);
     for (int64_t j = 0; j < nt; j++) {
-        const colibri_block_q8_s *row = (const colibri_block_q8_s *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
+        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;
         int64_t i = j % COLIBRI_P8_TILE;
         for (int64_t g = 0; g < ng; g++) {
-            const colibri_block_q8_s *blk = &row[g0 + g];
+            const colibri_block_q8_h *bh = (const colibri_block_q8_h *)row + g0 + g;
+            const colibri_block_q8_s *bs = (const colibri_block_q8_s *)row + g0 + g;
+            const int8_t *qs = act == COLIBRI_GB_Q8_H ? bh->qs : bs->qs;   /* qs: [32] */
+            const int16_t *sum = act == COLIBRI_GB_Q8_H ? bh->sum : bs->sum;
             colibri_group_tile *tile = &side->t[j / COLIBRI_P8_TILE][g];
-            __m256i qs = _mm256_loadu_si256((const __m256i *)blk->qs);
-            _mm256_storeu_si256((__m256i *)tile->b[i], _mm256_xor_si256(qs, flip));
-            tile->d[i] = blk->d;
-            tile->a[i] = (int32_t)((uint32_t)(uint16_t)blk->sum[0] | (uint32_t)(uint16_t)blk->sum[1] << 16);
+            __m256i q = _mm256_loadu_si256((const __m256i *)qs);
+            _mm256_storeu_si256((__m256i *)tile->b[i], _mm256_xor_si256(q, flip));
+            tile->d[i] = act == COLIBRI_GB_Q8_H ? bh->d : bs->d;
+            tile->a[i] = (int32_t)((uint32_t)(uint16_t)sum[0] | (uint32_t)(uint16_t)sum[1] << 16);
+            if (act == COLIBRI_GB_Q8_H) {
+                for (int h = 0; h < 2; h++) tile->k[i][h] = (int32_t)((uint32_t)(uint16_t)bh->k[h] * 0x10001u);
+                tile->c[i] = -ca * (sum[0] + sum[1]);
+            }
         }
     }
 }
@@ -169,15 +184,19 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
 
 /* Each of a tile's 4 tokens' exact int32 sums, lane r: S_0 h_0 + S_1 h_1 (b: token j's 32
  * activation bytes of the group at b + 32 j, biased or not as the form wants), less corr for
- * the BIASED form; WORDS words added in int16 before each widening. Word by word: each weight
+ * the BIASED form; WORDS words added in int16 before each widening. Q8_H (act): k_h, token
+ * j's at k[j][h], in the place of S_h (its types have S_h = 1), and the sum starts from c[j],
+ * the token's -CA (A_0 + A_1) (never the BIASED form). Word by word: each weight
  * word is loaded once for the 4 tokens, whose pair sums stay in registers, as the Q4_0
  * panel's dot does. */
 static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
                                                                    const __m256i s[2], __m256i corr,
-                                                                   const uint8_t *b, const int words,
-                                                                   const int form, __m256i isum[COLIBRI_P8_TILE]) {
+                                                                   const uint8_t *b, const int32_t k[][2],
+                                                                   const int32_t c[], const int words, const int form, const int act,
+                                                                   __m256i isum[COLIBRI_P8_TILE]) {
     COLIBRI_P8_UNROLL
     for (int j = 0; j < COLIBRI_P8_TILE; j++) isum[j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), corr)
+                                                        : act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(c[j])
                                                                                    : _mm256_setzero_si256();
     COLIBRI_P8_UNROLL
     for (int k0 = 0; k0 < 8; k0 += words) {
@@ -201,7 +220,8 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
         }
         COLIBRI_P8_UNROLL
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {
-            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], s[k0 / 4]));
+            __m256i mult = act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(k[j][k0 / 4]) : s[k0 / 4];
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], mult));
             COLIBRI_IN_REGISTER(isum[j]);
         }
     }
@@ -215,12 +235,13 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
     } while (0)
 #define COLIBRI_GB_NO_TILE() (void)0
 #define COLIBRI_GB_NO_TILE_J(j, t) (void)0
-/* Group u: per token of the tile, the exact isum (and msum), then the float step. */
-#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED)                                                                 \
+/* Group u: per token of the tile, the exact isum and msum, then the float step. */
+#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED, ACT)                                                            \
     do {                                                                                                      \
         __m256i isum4[COLIBRI_P8_TILE];                                                                       \
         const colibri_group_tile *tile = &side.t[j0 / COLIBRI_P8_TILE][u];                                   \
-        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], WORDS, SIGNED, isum4); \
+        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], tile->k, tile->c, WORDS, SIGNED, \
+                         ACT, isum4);                                                                         \
         COLIBRI_P8_UNROLL                                                                                     \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
             __m256i isum = isum4[j];                                                                          \
@@ -235,20 +256,22 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
     } while (0)
 
 /* DECL: the gemm's storage class, type and name for the type of WBLOCK: UNPACK(row, g) its
- * group g's unsigned quants (q = u - C), GROUP_SCALES its scales, WORDS (1, 2, 4 or 8) the words
- * added in int16, HAS_M whether it has mins, SIGNED its integer form, D8 its D hook. Same
- * contract as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
-#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8)             \
+ * group g's unsigned quants (the panel's q = u - C), GROUP_SCALES its scales, WORDS (1, 2, 4 or
+ * 8) the words added in int16, HAS_M whether it has mins, SIGNED its integer form, D8 its D
+ * hook, ACT its activation type (COLIBRI_GB_Q8_S / Q8_H) and CA the offset of the panel's
+ * quants taken off token-side (Q8_H, S_h = 1: isum -= CA (A_0 + A_1); else 0). Same contract
+ * as colibri_gemm_fn; gemm_panel.h's driver, groups as its units. */
+#define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8, ACT, CA)    \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
         const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
-                          colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED)), \
+                          colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT, CA), \
                           COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
-                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED))                                                \
+                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT))                                       \
     }
 
 /* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)
@@ -275,12 +298,18 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
 }
 
 /* T, its offset C, the words its pairs can add in int16 (BIASED: 2 · 255 · max|q| per pair:
- * Q6_K and Q5_1 reach 16320, the others at most 8160; UNSIGNED: 2 · max u · 128, Q4_K 3840 and
- * Q5_K 7936; the IQ4 tables' 2 · 127 · 127 = 32258 one word only), whether it has mins, its
- * integer form (COLIBRI_GB_BIASED / ABS / UNSIGNED) and its D hook (COLIBRI_GB_D_*). */
+ * Q6_K reaches 16320, the others at most 8160; UNSIGNED: 2 · max u · 128, Q4_K 3840, Q5_K,
+ * Q5_0 and Q5_1 7936; the IQ4 tables' 2 · 127 · 127 = 32258 one word only), whether it has
+ * mins, its integer form (COLIBRI_GB_BIASED / ABS / UNSIGNED) and its D hook
+ * (COLIBRI_GB_D_*); Q8_S activations. */
 #define COLIBRI_GB_GEMM(T, C, WORDS, HAS_M, SIGNED, D8)                                                         \
     COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
-                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED, D8)
+                              colibri_##T##_group_scales, C, WORDS, HAS_M, SIGNED, D8, COLIBRI_GB_Q8_S, 0)
+/* The same for the Q8_H types: the panel holds u, and the offset C comes off token-side. */
+#define COLIBRI_GB_GEMM_Q8_H(T, C, WORDS, HAS_M, SIGNED)                                                        \
+    COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_##T##_avx2, colibri_block_##T, colibri_gb_##T,                 \
+                              colibri_##T##_group_scales, 0, WORDS, HAS_M, SIGNED, COLIBRI_GB_D_SCALES,       \
+                              COLIBRI_GB_Q8_H, C)
 COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q2_K)
 /* Q3_K's group scales as colibri_q3_k_group_scales gives them, but only the group's two of
  * colibri_q3_k_scales's 16 (same bits: its loop decoded all 16 per row and group, half of
@@ -297,12 +326,12 @@ static inline void colibri_gb_q3_k_group_scales(const void *row, int64_t g, coli
     colibri_group_scales_set(gs, sc[0], sc[1], 0, 0, 0.0f, 0.0f);
 }
 COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_q3_k_avx2, colibri_block_q3_k, colibri_gb_q3_k, colibri_gb_q3_k_group_scales,
-                          COLIBRI_C_Q3_K, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q3_K)
+                          COLIBRI_C_Q3_K, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q3_K, COLIBRI_GB_Q8_S, 0)
 COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q4_K)
 COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q5_K)
 COLIBRI_GB_GEMM(q6_k, COLIBRI_C_Q6_K, 2, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q6_K)
-COLIBRI_GB_GEMM(q5_0, COLIBRI_C_Q5_0, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
-COLIBRI_GB_GEMM(q5_1, COLIBRI_C_Q5_1, 2, 1, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
 COLIBRI_GB_GEMM(mxfp4, COLIBRI_C_MXFP4_U16, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_SCALES)
-COLIBRI_GB_GEMM(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
 COLIBRI_GB_GEMM(iq4_xs, 0, 1, 0, COLIBRI_GB_ABS, COLIBRI_GB_D_SCALES)
+COLIBRI_GB_GEMM_Q8_H(q5_0, COLIBRI_C_Q5_0, 4, 0, COLIBRI_GB_UNSIGNED)
+COLIBRI_GB_GEMM_Q8_H(q5_1, COLIBRI_C_Q5_1, 4, 1, COLIBRI_GB_UNSIGNED)
+COLIBRI_GB_GEMM_Q8_H(iq4_nl, 0, 1, 0, COLIBRI_GB_ABS)

@@ -12,10 +12,11 @@
  * bytes) beside the rows' widened scales d (and Q4_1 mins m). Then 4 tokens
  * at a time, their 8-row accumulators in registers: DOT4 turns the panel's
  * block b and the 4 tokens' activation bytes into 4 vectors of exact int32
- * block dots (lane r: row r), starting from each token's per-block
- * correction `start` (-c · sum a for a weight offset c, from the activation
- * side); the reference's float step then runs lane-wise:
- *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * s_a for Q4_1]
+ * block dots k0·I_0 + k1·I_1 (lane r: row r; k_h the token's Q8_H
+ * multipliers), starting from each token's per-block correction `start`
+ * (-c · (sum_0 + sum_1) for a weight offset c, from the activation side);
+ * the reference's float step then runs lane-wise:
+ *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * (d_a * (sum_0 + sum_1)) for Q4_1]
  * blocks in order, so every y[t, r] is bitwise the reference dot
  * (quant_dot.c). Between block chunks a row's running sums rest in y (a float
  * store and load are exact). Rows past the last one repeat it and tokens
@@ -28,6 +29,7 @@
 #define COLIBRI_X86_GEMM_PANEL_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -42,35 +44,52 @@
 /* ---- the activation side: per token and block of a chunk ---------------------- */
 
 typedef struct colibri_token_side {
-    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* d: [block, token] activation scales */
-    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] Q8_1 s (Q4_1 only) */
-    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·sum(a) */
+    float d[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* d: [block, token] activation units */
+    float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] d·(sum_0 + sum_1) (Q4_1 only) */
+    int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·(sum_0 + sum_1) */
+    int16_t k[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k: [block, token, half] multipliers */
 } colibri_token_side;
 
 /* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
- * [b0, b0 + nb): rows of Q8_0 (has_s 0) or Q8_1 (has_s 1) blocks, x_stride
- * bytes apart; c is the weight offset whose correction -c·sum(a) starts
- * each block's integer dot. */
+ * [b0, b0 + nb): rows of Q8_H blocks, x_stride bytes apart; has_s: Q4_1's
+ * offset factor wanted; c is the weight offset whose correction
+ * -c·(sum_0 + sum_1) (the sums carry k) starts each block's integer dot. */
 static inline void colibri_token_side_fill(colibri_token_side *side, const char *x, int64_t x_stride, int64_t t0,
                                            int64_t nt, int64_t kt, int64_t b0, int64_t nb, int has_s, int32_t c) {
-    int64_t block_bytes = has_s ? (int64_t)sizeof(colibri_block_q8_1) : (int64_t)sizeof(colibri_block_q8_0);
-    int64_t qs_offset = has_s ? 4 : 2;
-    __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t j = 0; j < nt; j++) {
-        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;   /* row: [n/32] blocks */
+        const colibri_block_q8_h *row = (const colibri_block_q8_h *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
         for (int64_t b = 0; b < nb; b++) {
-            const char *blk = row + (b0 + b) * block_bytes;
-            /* sum(a) = sum(a + 128) - 4096, the biased bytes summed by vpsadbw */
-            __m256i biased = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + qs_offset)), flip);
-            __m256i sad = _mm256_sad_epu8(biased, _mm256_setzero_si256());   /* 4 x int64 */
-            __m128i half = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-            int32_t sum = (int32_t)(_mm_cvtsi128_si64(half) + _mm_extract_epi64(half, 1)) - 32 * 128;
-            uint16_t d, s;
-            memcpy(&d, blk, sizeof d);
-            memcpy(&s, blk + 2, sizeof s);
-            side->d[b][j] = _cvtsh_ss(d);
-            side->s[b][j] = has_s ? _cvtsh_ss(s) : 0.0f;
+            const colibri_block_q8_h *blk = &row[b0 + b];
+            int32_t sum = blk->sum[0] + blk->sum[1];
+            side->d[b][j] = blk->d;
+            side->s[b][j] = has_s ? blk->d * (float)sum : 0.0f;
             side->start[b][j] = -c * sum;
+            side->k[b][j][0] = blk->k[0];
+            side->k[b][j][1] = blk->k[1];
+        }
+    }
+}
+
+/* The paired layout of a chunk's activation bytes (the AVX2 kernels without VNNI):
+ * token j's block b with its halves' byte pairs interleaved, so that each 16-bit sum
+ * of vpmaddubsw stays in one half and a vector's even and odd words hold the two
+ * halves: bytes 4g..4g+3 are q_2g, q_2g+1, q_16+2g, q_17+2g (q: the block's qs;
+ * g = 0..7). x86_avx2/gemm_quant.c lays its weight panels out the same way. */
+typedef struct colibri_token_pairs {
+    int8_t qs[COLIBRI_PANEL_TOKENS][COLIBRI_PANEL_BLOCKS][COLIBRI_QK];   /* qs: [token, block, byte] paired */
+} colibri_token_pairs;
+
+/* The paired bytes of the kt tokens t0.. for blocks [b0, b0 + nb) (rows of
+ * Q8_H blocks, x_stride bytes apart). */
+static inline void colibri_token_pairs_fill(colibri_token_pairs *pairs, const char *x, int64_t x_stride, int64_t t0,
+                                            int64_t kt, int64_t b0, int64_t nb) {
+    for (int64_t j = 0; j < kt; j++) {
+        const colibri_block_q8_h *row = (const colibri_block_q8_h *)(x + (t0 + j) * x_stride) + b0;
+        for (int64_t b = 0; b < nb; b++) {
+            __m128i lo = _mm_loadu_si128((const __m128i *)row[b].qs);          /* half 0 */
+            __m128i hi = _mm_loadu_si128((const __m128i *)(row[b].qs + 16));   /* half 1 */
+            _mm_storeu_si128((__m128i *)pairs->qs[j][b], _mm_unpacklo_epi16(lo, hi));
+            _mm_storeu_si128((__m128i *)(pairs->qs[j][b] + 16), _mm_unpackhi_epi16(lo, hi));
         }
     }
 }
@@ -84,21 +103,28 @@ typedef struct colibri_panel8 {
     __m256 m[COLIBRI_PANEL_BLOCKS];        /* m: [block] 8 rows' mins (Q4_1) */
 } colibri_panel8;
 
-/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. Rows k and
- * k+4 fill the two 128-bit lanes of z[k]; a 4x4 dword transpose inside each
- * 128-bit lane then puts row r at dword r. */
-static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __m256i out[4]) {
-    __m256i z[4];   /* z: [k] row k low, row k + 4 high */
-    for (int k = 0; k < 4; k++) {
-        z[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk[k] + at))),
-                                       _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
-    }
+/* Rows k and k + 4's 16 bytes at `at`: the low and the high 128-bit lane. */
+static inline __m256i colibri_p8_rows2(const char *const blk[8], int k, int64_t at) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk[k] + at))),
+                                   _mm_loadu_si128((const __m128i *)(blk[k + 4] + at)), 1);
+}
+
+/* out[g], lane r: dword g of row r, from z[k] holding rows k (low 128 bits) and
+ * k + 4 (high): a 4x4 dword transpose inside each 128-bit lane. */
+static inline void colibri_p8_transpose4(const __m256i z[4], __m256i out[4]) {
     __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
     __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
     out[0] = _mm256_unpacklo_epi64(t0, t2);
     out[1] = _mm256_unpackhi_epi64(t0, t2);
     out[2] = _mm256_unpacklo_epi64(t1, t3);
     out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* out[g], lane r (g < 4): dword g of the 16 bytes at blk[r] + at. */
+static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __m256i out[4]) {
+    __m256i z[4];   /* z: [k] row k low, row k + 4 high */
+    for (int k = 0; k < 4; k++) z[k] = colibri_p8_rows2(blk, k, at);
+    colibri_p8_transpose4(z, out);
 }
 
 /* Lane r: the f16 at blk[r] + at, widened (exact). */
@@ -148,7 +174,7 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
  * registers (-O2 unrolls nothing by itself). */
 #define COLIBRI_P8_UNROLL _Pragma("GCC unroll 8")
 
-/* v + m_w * s_a per row for Q4_1; v for the others. */
+/* v + m_w * (d_a·(sum_0 + sum_1)) per row for Q4_1; v for the others. */
 #define COLIBRI_P8_NO_OFFSET(v, p, b, side, j) (v)
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
@@ -225,8 +251,8 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         }                                                                                                    \
     }
 
-/* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes,
- * qs_at). The panel: block b = u0 + b of the 8 rows by FILL. */
+/* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes
+ * and ACT's). The panel: block b = u0 + b of the 8 rows by FILL. */
 #define COLIBRI_P8_BLOCKS_PANEL(WBLOCK, FILL)                                                   \
     do {                                                                                        \
         const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block u0 + b of the row */            \
@@ -238,7 +264,20 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
     } while (0)
 /* The tile's activation rows at block u0: declared per tile, row j set beside acc[j]. */
 #define COLIBRI_P8_BLOCKS_TILE() const char *arow[COLIBRI_P8_TILE]   /* arow: the tile's activation rows */
-#define COLIBRI_P8_BLOCKS_TILE_J(j, t) arow[j] = (const char *)x + (t) * x_stride + u0 * a_bytes + qs_at
+
+/* Where DOT4 finds the activation bytes (COLIBRI_PANEL8_GEMM's ACT): DIRECT in the
+ * Q8_H blocks, PAIRED in a colibri_token_pairs filled per chunk. Each names its
+ * storage (_DECL), its fill per chunk (_FILL), token j's row at block u0 (_TILE_J)
+ * and the bytes from one block to the next (_STRIDE). */
+#define COLIBRI_P8_DIRECT_DECL
+#define COLIBRI_P8_DIRECT_FILL
+#define COLIBRI_P8_DIRECT_TILE_J(j, t) \
+    arow[j] = (const char *)x + (t) * x_stride + u0 * a_bytes + (int64_t)offsetof(colibri_block_q8_h, qs)
+#define COLIBRI_P8_DIRECT_STRIDE ((int64_t)sizeof(colibri_block_q8_h))
+#define COLIBRI_P8_PAIRED_DECL colibri_token_pairs pairs;
+#define COLIBRI_P8_PAIRED_FILL colibri_token_pairs_fill(&pairs, (const char *)x, x_stride, t0, kt, u0, nu)
+#define COLIBRI_P8_PAIRED_TILE_J(j, t) arow[j] = (const char *)pairs.qs[(t) - t0]
+#define COLIBRI_P8_PAIRED_STRIDE ((int64_t)COLIBRI_QK)
 
 /* Block u: DOT4's exact dots of the 4 tokens, then the float step per token. */
 #define COLIBRI_P8_BLOCKS_STEP(DOT4, OFFSET)                                                     \
@@ -247,7 +286,7 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         __m256i isum[COLIBRI_P8_TILE];                                                           \
         COLIBRI_P8_UNROLL                                                                        \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + u * a_bytes;                  \
-        DOT4(&panel, u, a, &side.start[u][j0], isum);                                            \
+        DOT4(&panel, u, a, &side.start[u][j0], side.k[u] + j0, isum);                            \
         COLIBRI_P8_UNROLL                                                                        \
         for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
             __m256 scale = _mm256_mul_ps(panel.d[u], _mm256_set1_ps(side.d[u][j0 + j]));         \
@@ -256,23 +295,30 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
         }                                                                                        \
     } while (0)
 
-/* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_0 (HAS_S
- * 0) or Q8_1 (HAS_S 1) activations: C the weight offset the starts correct,
- * FILL(colibri_panel8 *, b, const char *const blk[8]) the panel's block b from
- * the 8 rows' blocks, DOT4(const colibri_panel8 *, b, const char *const a[4],
- * const int32_t start[4], __m256i isum[4]) the 4 tokens' exact block dots
- * (a[j]: token j's 32 activation bytes of block b), OFFSET the Q4_1 term. */
-#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET)                                     \
+/* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_H
+ * activations (HAS_S: Q4_1's offset factor wanted): C the weight offset the
+ * starts correct, FILL(colibri_panel8 *, b, const char *const blk[8]) the
+ * panel's block b from the 8 rows' blocks, DOT4(const colibri_panel8 *, b,
+ * const char *const a[4], const int32_t start[4], const int16_t k[4][2],
+ * __m256i isum[4]) the 4 tokens' exact block dots (a[j]: token j's 32
+ * activation bytes of block b, laid out as ACT says; k[j] its multipliers),
+ * OFFSET the Q4_1 term, ACT DIRECT or PAIRED (above). */
+#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET, ACT)                                \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,     \
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
         colibri_panel8 panel;                                                                                \
         colibri_token_side side;                                                                             \
+        COLIBRI_P8_##ACT##_DECL                                                                              \
         const int64_t chunk_tokens = COLIBRI_PANEL_TOKENS, chunk_units = COLIBRI_PANEL_BLOCKS;               \
-        const int64_t a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;                                      \
+        const int64_t a_bytes = COLIBRI_P8_##ACT##_STRIDE;                                                   \
         COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
-                          colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, HAS_S, C), \
+                          do {                                                                               \
+                              colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu,  \
+                                                      HAS_S, C);                                             \
+                              COLIBRI_P8_##ACT##_FILL;                                                       \
+                          } while (0),                                                                       \
                           COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL), COLIBRI_P8_BLOCKS_TILE,                   \
-                          COLIBRI_P8_BLOCKS_TILE_J,                                                          \
+                          COLIBRI_P8_##ACT##_TILE_J,                                                         \
                           COLIBRI_P8_BLOCKS_STEP, (DOT4, OFFSET))                                            \
     }
 

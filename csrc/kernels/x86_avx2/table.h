@@ -50,8 +50,7 @@
             [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_avx2,                  \
             [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_avx2,                    \
         },                                                                      \
-        colibri_quantize_q8_0_avx2,                                             \
-        colibri_quantize_q8_1_avx2,                                             \
+        colibri_quantize_q8_h_avx2,                                             \
         colibri_quantize_q8_s_avx2,                                             \
         {colibri_weighted_sum_f32_avx2, colibri_weighted_sum_f16_avx2},         \
         {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},              \

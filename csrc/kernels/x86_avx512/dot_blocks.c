@@ -5,11 +5,13 @@
  *
  * Each step: every row's quants of the two groups as 64 unsigned bytes u
  * (q = u - C, x86_avx2/blocks_unpack.h), one vpdpbusd each against the two
- * Q8_S activation blocks, then one reduction of the 4 rows' vectors down to
- * the sum of each 128-bit lane, which is one half (16 quants) of a group:
- * 16 int32, [group g: h0 r0..r3, h1 r0..r3 | group g': h0, h1]. The offset
- * C·A_h (A_h the activation's stored half sums), the per-half integer scales
- * S_h (one vpmulld) and the mins' M_h·A_h all apply in that layout, exactly;
+ * activation blocks (Q8_H for Q5_0 / Q5_1 / IQ4_NL, Q8_S for the others),
+ * then one reduction of the 4 rows' vectors down to the sum of each 128-bit
+ * lane, which is one half (16 quants) of a group: 16 int32, [group g: h0
+ * r0..r3, h1 r0..r3 | group g': h0, h1]. Q8_H's multipliers k_h (one
+ * vpmulld), the offset C·A_h (A_h the activation's stored half sums, which
+ * carry k_h), the per-half integer scales S_h (one vpmulld) and the mins'
+ * M_h·A_h all apply in that layout, exactly;
  * the two halves of each group are then added, and the reference's float
  * step runs lane-wise, group g before g':
  *   acc_r += (float)isum * (D_r * d_a)   [ - (float)msum * (DMIN_r * d_a) ]
@@ -35,29 +37,34 @@ static inline __m256i colibri_fold_halves(__m512i u) {
     return _mm512_castsi512_si256(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
-/* The activation half sums of blocks a0, a1 in colibri_rows_halves' layout: each
- * repeated for the 4 rows. */
-static inline __m512i colibri_act_halves(const colibri_block_q8_s *a0, const colibri_block_q8_s *a1) {
+/* Two activation blocks' per-half values v0[2], v1[2] (their half sums A_h, Q8_H's
+ * multipliers k_h) in colibri_rows_halves' layout: each repeated for the 4 rows. */
+static inline __m512i colibri_act_halves(const int16_t v0[2], const int16_t v1[2]) {
     uint32_t s0, s1;
-    memcpy(&s0, a0->sum, sizeof s0);
-    memcpy(&s1, a1->sum, sizeof s1);
+    memcpy(&s0, v0, sizeof s0);
+    memcpy(&s1, v1, sizeof s1);
     __m128i v = _mm_cvtepi16_epi32(_mm_cvtsi64_si128((long long)((uint64_t)s1 << 32 | s0)));
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
                                     _mm512_castsi128_si512(v));
 }
 
-/* [Σa of a0 x4, Σa of a1 x4]: the activations' group sums, each repeated for the 4 rows. */
-static inline __m256i colibri_act_groups(const colibri_block_q8_s *a0, const colibri_block_q8_s *a1) {
+/* [Σa of a0 x4, Σa of a1 x4]: two activation blocks' group sums (sum0, sum1: their half
+ * sums), each repeated for the 4 rows. */
+static inline __m256i colibri_act_groups(const int16_t sum0[2], const int16_t sum1[2]) {
     uint32_t s0, s1;
-    memcpy(&s0, a0->sum, sizeof s0);
-    memcpy(&s1, a1->sum, sizeof s1);
+    memcpy(&s0, sum0, sizeof s0);
+    memcpy(&s1, sum1, sizeof s1);
     __m128i v = _mm_cvtepi16_epi32(_mm_cvtsi64_si128((long long)((uint64_t)s1 << 32 | s0)));
     return _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_hadd_epi32(v, v)),
                                        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
+/* Field f of the activation block at a: Q8_H's (q8h) or Q8_S's. */
+#define COLIBRI_ACT(a, q8h, f) ((q8h) ? ((const colibri_block_q8_h *)(a))->f : ((const colibri_block_q8_s *)(a))->f)
+
 /* acc (4 rows) plus the float steps of groups g (activation a0) and g' (a1; pair 0: g
- * only). u0..u3: the rows' 64 unsigned quant bytes of g, g'; c_shift: log2 of the
+ * only), Q8_H (q8h: their k_h times each half's sum first) or Q8_S activation blocks.
+ * u0..u3: the rows' 64 unsigned quant bytes of g, g'; c_shift: log2 of the
  * quants' offset C (-1: none); s_at, m_at: where the scales S and mins M apply
  * (COLIBRI_PER_HALF: S16 / M16 in colibri_rows_halves' layout; COLIBRI_PER_GROUP:
  * S8 / M8, [g: r0..r3, g': r0..r3]); D, DM: [g: r0..r3, g': r0..r3] block scales.
@@ -65,25 +72,31 @@ static inline __m256i colibri_act_groups(const colibri_block_q8_s *a0, const col
  * sum and a scale (both below 2^24, and so is their product): the reference's
  * (float)(S * sum) is (float)S * (float)sum. */
 static inline __attribute__((always_inline)) __m128 colibri_blocks_step(
-    __m512i u0, __m512i u1, __m512i u2, __m512i u3, const colibri_block_q8_s *a0, const colibri_block_q8_s *a1,
+    __m512i u0, __m512i u1, __m512i u2, __m512i u3, const void *a0, const void *a1, const int q8h,
     const int c_shift, const int s_at, __m512i S16, __m256i S8, const int m_at, __m512i M16, __m256i M8, __m256 D,
     __m256 DM, const int pair, __m128 acc) {
-    __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a0->qs)),
-                                    _mm256_loadu_si256((const __m256i *)a1->qs), 1);
+    __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)COLIBRI_ACT(a0, q8h, qs))),
+                                    _mm256_loadu_si256((const __m256i *)COLIBRI_ACT(a1, q8h, qs)), 1);
+    const int16_t *sum0 = COLIBRI_ACT(a0, q8h, sum), *sum1 = COLIBRI_ACT(a1, q8h, sum);
     __m512i z = _mm512_setzero_si512();
     __m512i h = colibri_rows_halves(_mm512_dpbusd_epi32(z, u0, av), _mm512_dpbusd_epi32(z, u1, av),
                                     _mm512_dpbusd_epi32(z, u2, av), _mm512_dpbusd_epi32(z, u3, av));
-    __m512i A = c_shift >= 0 || m_at == COLIBRI_PER_HALF ? colibri_act_halves(a0, a1) : z;
+    if (q8h) {
+        h = _mm512_mullo_epi32(h, colibri_act_halves(((const colibri_block_q8_h *)a0)->k,
+                                                     ((const colibri_block_q8_h *)a1)->k));
+    }
+    __m512i A = c_shift >= 0 || m_at == COLIBRI_PER_HALF ? colibri_act_halves(sum0, sum1) : z;
     if (c_shift >= 0) h = _mm512_sub_epi32(h, _mm512_sll_epi32(A, _mm_cvtsi32_si128(c_shift)));
     if (s_at == COLIBRI_PER_HALF) h = _mm512_mullo_epi32(h, S16);
     __m256 isum = _mm256_cvtepi32_ps(colibri_fold_halves(h));
     if (s_at == COLIBRI_PER_GROUP) isum = _mm256_mul_ps(isum, _mm256_cvtepi32_ps(S8));
-    __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(a0->d)), _mm_set1_ps(a1->d), 1);
+    __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(COLIBRI_ACT(a0, q8h, d))),
+                                     _mm_set1_ps(COLIBRI_ACT(a1, q8h, d)), 1);
     __m256 v = _mm256_mul_ps(isum, _mm256_mul_ps(D, da));
     if (m_at != COLIBRI_NONE) {
         __m256 msum = m_at == COLIBRI_PER_HALF
                           ? _mm256_cvtepi32_ps(colibri_fold_halves(_mm512_mullo_epi32(M16, A)))
-                          : _mm256_mul_ps(_mm256_cvtepi32_ps(M8), _mm256_cvtepi32_ps(colibri_act_groups(a0, a1)));
+                          : _mm256_mul_ps(_mm256_cvtepi32_ps(M8), _mm256_cvtepi32_ps(colibri_act_groups(sum0, sum1)));
         v = _mm256_sub_ps(v, _mm256_mul_ps(msum, _mm256_mul_ps(DM, da)));
     }
     acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
@@ -210,7 +223,7 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                 if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
                 if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
                 acc = colibri_blocks_step(QUANTS2(b0, p), QUANTS2(b1, p), QUANTS2(b2, p), QUANTS2(b3, p),       \
-                                          &as[2 * p], &as[2 * p + 1], C_SHIFT, S_AT, S16, S8, M_AT, M16, M8, D, \
+                                          &as[2 * p], &as[2 * p + 1], 0, C_SHIFT, S_AT, S16, S8, M_AT, M16, M8, D, \
                                           DM, 1, acc);                                                          \
             }                                                                                                   \
         }                                                                                                       \
@@ -248,22 +261,23 @@ static inline __m256 colibri_e8m0_half8(__m256i e) {
 #define COLIBRI_NO_PAIR _mm256_setzero_ps()
 #define COLIBRI_NEG_M_PAIR _mm256_xor_ps(COLIBRI_F16_PAIR(2), _mm256_set1_ps(-0.0f))   /* Q5_1: DMIN = -m */
 
-/* NAME: the 4-row core of the 32-element type WBLOCK: quants by QUANTS2(block b, block b1),
- * offset 2^C_SHIFT, scales D8 ([b rows, b1 rows]), Q5_1's min form (HAS_M: M = 1) with DM8. */
-#define COLIBRI_AVX512_PAIR_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, D8, HAS_M, DM8)                          \
+/* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (Q8H: 1 for
+ * colibri_block_q8_h, 0 for colibri_block_q8_s): quants by QUANTS2(block b, block b1), offset
+ * 2^C_SHIFT, scales D8 ([b rows, b1 rows]), Q5_1's min form (HAS_M: M = 1) with DM8. */
+#define COLIBRI_AVX512_PAIR_CORE(NAME, WBLOCK, ABLOCK, Q8H, QUANTS2, C_SHIFT, D8, HAS_M, DM8)             \
     static inline __attribute__((always_inline)) __m128 NAME##_step(                                       \
-        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const colibri_block_q8_s *a, \
+        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const ABLOCK *a,           \
         int64_t b, const int pair, const char *ahead, __m128 acc) {                                        \
         int64_t b1 = b + pair;                                                                             \
         COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));                \
         return colibri_blocks_step(QUANTS2(&w0[b], &w0[b1]), QUANTS2(&w1[b], &w1[b1]),                     \
-                                   QUANTS2(&w2[b], &w2[b1]), QUANTS2(&w3[b], &w3[b1]), &a[b], &a[b1],      \
+                                   QUANTS2(&w2[b], &w2[b1]), QUANTS2(&w3[b], &w3[b1]), &a[b], &a[b1], Q8H, \
                                    C_SHIFT, COLIBRI_NONE, _mm512_setzero_si512(), _mm256_setzero_si256(),  \
                                    HAS_M ? COLIBRI_PER_GROUP : COLIBRI_NONE, _mm512_setzero_si512(),       \
                                    _mm256_set1_epi32(1), D8, DM8, pair, acc);                              \
     }                                                                                                      \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
-        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                   \
+        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                           \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                               \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                               \
         __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                               \
@@ -275,14 +289,14 @@ static inline __m256 colibri_e8m0_half8(__m256i e) {
         _mm_storeu_ps(out, acc);                                                                           \
     }
 
-COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_0_avx512, colibri_block_q5_0, COLIBRI_Q5_0_QUANTS2, 4, COLIBRI_F16_PAIR(0), 0,
-                         COLIBRI_NO_PAIR)
-COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_1_avx512, colibri_block_q5_1, COLIBRI_Q5_1_QUANTS2, -1, COLIBRI_F16_PAIR(0), 1,
-                         COLIBRI_NEG_M_PAIR)
-COLIBRI_AVX512_PAIR_CORE(colibri_dot4_iq4_nl_avx512, colibri_block_iq4_nl, COLIBRI_IQ4_NL_QUANTS2, 7,
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_0_avx512, colibri_block_q5_0, colibri_block_q8_h, 1, COLIBRI_Q5_0_QUANTS2, 4,
                          COLIBRI_F16_PAIR(0), 0, COLIBRI_NO_PAIR)
-COLIBRI_AVX512_PAIR_CORE(colibri_dot4_mxfp4_avx512, colibri_block_mxfp4, COLIBRI_MXFP4_QUANTS2, 7, COLIBRI_E8M0_PAIR, 0,
-                         COLIBRI_NO_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_1_avx512, colibri_block_q5_1, colibri_block_q8_h, 1, COLIBRI_Q5_1_QUANTS2, -1,
+                         COLIBRI_F16_PAIR(0), 1, COLIBRI_NEG_M_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_iq4_nl_avx512, colibri_block_iq4_nl, colibri_block_q8_h, 1, COLIBRI_IQ4_NL_QUANTS2,
+                         7, COLIBRI_F16_PAIR(0), 0, COLIBRI_NO_PAIR)
+COLIBRI_AVX512_PAIR_CORE(colibri_dot4_mxfp4_avx512, colibri_block_mxfp4, colibri_block_q8_s, 0, COLIBRI_MXFP4_QUANTS2, 7,
+                         COLIBRI_E8M0_PAIR, 0, COLIBRI_NO_PAIR)
 
 #define COLIBRI_AVX512_BLOCK_DOT_ROWS(T) COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##T##_avx512, colibri_dot4_##T##_avx512)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_0)

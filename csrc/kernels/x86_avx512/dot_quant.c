@@ -1,11 +1,12 @@
 /*
- * x86_avx512/dot_quant.c — Q8_0 / Q4_0 × Q8_0 and Q4_1 × Q8_1 with AVX-512
+ * x86_avx512/dot_quant.c — Q8_0 / Q4_0 / Q4_1 × Q8_H with AVX-512
  * VNNI (vpdpbusd: unsigned × signed bytes summed in groups of 4 straight into
  * int32, no saturation), 4 rows at a time: Q8_0 on 256-bit vectors through
  * ../x86_avx2/block_core.h, Q4_0 / Q4_1 two blocks per 512-bit step (below).
  * Signed weights are made unsigned by an offset whose correction (offset ·
  * sum a) is computed once per activation block and is the accumulator's
- * starting value. Bitwise equal to quant_dot.c.
+ * starting value; the Q8_H multipliers k apply to the 4 rows' half sums at
+ * once in the reduction. Bitwise equal to quant_dot.c.
  */
 #include "../x86_avx2/block_core.h"
 
@@ -15,7 +16,10 @@ static inline __m256i colibri_neg_offset(__m256i av, char c) {
     return _mm256_sub_epi32(_mm256_setzero_si256(), sum);
 }
 
-static inline __m256i colibri_shared_q8_0(__m256i av) { return colibri_neg_offset(av, (char)0x80); }
+static inline __m256i colibri_shared_q8_0(__m256i av, __m256i kv) {
+    (void)kv;
+    return colibri_neg_offset(av, (char)0x80);
+}
 
 /* Q8_0: w + 128 = w ^ 0x80 as uint8; sum (w + 128)·a - 128·sum a. */
 static inline __m256i colibri_prep_q8_0(const colibri_block_q8_0 *w) {
@@ -23,7 +27,8 @@ static inline __m256i colibri_prep_q8_0(const colibri_block_q8_0 *w) {
 }
 
 /* shared + sum of the unsigned weight bytes times the signed activation bytes. */
-static inline __m256i colibri_mac(__m256i wu, __m256i av, __m256i shared) {
+static inline __m256i colibri_mac(__m256i wu, __m256i av, __m256i kv, __m256i shared) {
+    (void)kv;
     return _mm256_dpbusd_epi32(shared, wu, av);
 }
 
@@ -47,12 +52,26 @@ static inline __m512i colibri_nibbles2(const uint8_t *qs_b, const uint8_t *qs_b1
     return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
 }
 
-/* The 8 exact block sums of s0..s3 (lanes 0-7 of block b, 8-15 of block b+1):
- * [r0..r3 of b, r0..r3 of b+1]. */
-static inline __m256i colibri_hsum4x2_epi32(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+/* The multipliers of blocks b and b1 as 16 int32 lanes [b's k[0] x4, b's k[1] x4, b1's k[0] x4,
+ * b1's k[1] x4], one per 128-bit lane of colibri_hsum4x2_epi32's sums. */
+static inline __m512i colibri_q8_h_k32x2(const colibri_block_q8_h *a, const colibri_block_q8_h *a1) {
+    int32_t k, k1;
+    memcpy(&k, a->k, sizeof k);
+    memcpy(&k1, a1->k, sizeof k1);
+    __m128i k4 = _mm_cvtepi16_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(k), k1, 1));   /* [b: k0, k1, b1: k0, k1] */
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                    _mm512_castsi128_si512(k4));
+}
+
+/* The 8 exact block sums k0·I_0 + k1·I_1 of s0..s3 (lanes 0-3 half 0 and 4-7 half 1 of
+ * block b, 8-15 the same of block b+1): [r0..r3 of b, r0..r3 of b+1]. After two
+ * unpack-and-add levels each 128-bit lane holds the 4 rows' sums of one half-block, so
+ * one vpmulld by kv (colibri_q8_h_k32x2) applies every multiplier of both blocks. */
+static inline __m256i colibri_hsum4x2_epi32(__m512i s0, __m512i s1, __m512i s2, __m512i s3, __m512i kv) {
     __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
     __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
     __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    u = _mm512_mullo_epi32(u, kv);
     u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));   /* lanes 0, 2: totals */
     return _mm512_castsi512_si256(_mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 0, 2, 0)));
 }
@@ -70,29 +89,27 @@ static inline __m256 colibri_f16x8_ps(uint64_t lo, uint64_t hi) {
     colibri_f16x8_ps(colibri_f16x4_u64(w0[b].v, w1[b].v, w2[b].v, w3[b].v),                        \
                      colibri_f16x4_u64(w0[b1].v, w1[b1].v, w2[b1].v, w3[b1].v))
 
-/* [x x4, y x4] for the f16 values x and y (an activation field of blocks b and b1):
- * two broadcasts and an unpack (packing them by multiplies in general registers
- * took a dozen instructions; in cache, one thread, medians of 6 alternating runs:
- * Q4_0 34.8 -> 37.4 GB/s, Q4_1, which does it twice, 26.9 -> 33.4). */
-#define COLIBRI_F16_HALVES(x, y) \
-    _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_set1_epi16((short)(x)), _mm_set1_epi16((short)(y))))
+/* [x x4, y x4] for the floats x and y (an activation value of blocks b and b1). */
+#define COLIBRI_F32_HALVES(x, y) _mm256_setr_m128(_mm_set1_ps(x), _mm_set1_ps(y))
 
-/* Q4_1's offset terms of both blocks (rows in lanes 0-3 for b, 4-7 for b1). */
+/* Q4_1's offset terms of both blocks (rows in lanes 0-3 for b, 4-7 for b1): m_w * (d_a * (sum_0 + sum_1)). */
 #define COLIBRI_NO_OFFSET2(v, b, b1) (v)
-#define COLIBRI_Q4_1_OFFSET2(v, b, b1) \
-    _mm256_add_ps((v), _mm256_mul_ps(COLIBRI_F16X8(m, b, b1), COLIBRI_F16_HALVES(a[b].s, a[b1].s)))
+#define COLIBRI_Q4_1_OFFSET2(v, b, b1)                                                            \
+    _mm256_add_ps((v), _mm256_mul_ps(COLIBRI_F16X8(m, b, b1),                                     \
+                                     COLIBRI_F32_HALVES(a[b].d * (float)(a[b].sum[0] + a[b].sum[1]), \
+                                                        a[b1].d * (float)(a[b1].sum[0] + a[b1].sum[1]))))
 
-/* NAME: the 4-row core of nibble weights WBLOCK against ABLOCK activations;
+/* NAME: the 4-row core of nibble weights WBLOCK against Q8_H activations;
  * C: the weight offset (8 for Q4_0, 0 for Q4_1) whose -C·sum(a) starts each
  * block's sum; OFFSET2: the Q4_1 term. Same contract as the 256-bit core. */
-#define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, ABLOCK, C, OFFSET2)                                    \
+#define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, C, OFFSET2)                                    \
     /* acc (4 rows) plus the float steps of blocks b and b + 1 (pair 1), or of block b            \
      * alone (pair 0: its partner's lanes zero, unused). Always inlined, so that pair is a          \
      * constant and one byte offset addresses all four rows: a third fewer instructions per step   \
      * than a loop choosing b + 1 or b at run time, which spilled its addresses (in cache, one       \
      * thread: within a few percent, Q4_1 26-28 GB/s against 24-27). */                             \
     static inline __attribute__((always_inline)) __m128 NAME##_step(                                    \
-        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const ABLOCK *a,        \
+        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const colibri_block_q8_h *a, \
         int64_t b, const int pair, const char *ahead, __m128 acc) {                                     \
         int64_t b1 = b + pair;                                                                          \
         COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));             \
@@ -104,15 +121,16 @@ static inline __m256 colibri_f16x8_ps(uint64_t lo, uint64_t hi) {
             _mm512_dpbusd_epi32(start, colibri_nibbles2(w0[b].qs, w0[b1].qs, pair), av),                \
             _mm512_dpbusd_epi32(start, colibri_nibbles2(w1[b].qs, w1[b1].qs, pair), av),                \
             _mm512_dpbusd_epi32(start, colibri_nibbles2(w2[b].qs, w2[b1].qs, pair), av),                \
-            _mm512_dpbusd_epi32(start, colibri_nibbles2(w3[b].qs, w3[b1].qs, pair), av));               \
-        __m256 scale = _mm256_mul_ps(COLIBRI_F16X8(d, b, b1), COLIBRI_F16_HALVES(a[b].d, a[b1].d));      \
+            _mm512_dpbusd_epi32(start, colibri_nibbles2(w3[b].qs, w3[b1].qs, pair), av),                \
+            colibri_q8_h_k32x2(&a[b], &a[b1]));                                                         \
+        __m256 scale = _mm256_mul_ps(COLIBRI_F16X8(d, b, b1), COLIBRI_F32_HALVES(a[b].d, a[b1].d));      \
         __m256 v = OFFSET2(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), b, b1);                       \
         acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                               \
         return pair ? _mm_add_ps(acc, _mm256_extractf128_ps(v, 1)) : acc;                               \
     }                                                                                                   \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n,             \
                      float out[4]) {                                                                    \
-        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                         \
+        const colibri_block_q8_h *a = (const colibri_block_q8_h *)xv;   /* a: [n/32] */                 \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
         __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                            \
@@ -123,10 +141,10 @@ static inline __m256 colibri_f16x8_ps(uint64_t lo, uint64_t hi) {
     }
 
 /* The one-token kernels; the multi-token ones are gemm_quant.c's. */
-COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_block_q8_0, colibri_shared_q8_0,
-                       colibri_prep_q8_0, colibri_mac, COLIBRI_NO_OFFSET)
-COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, colibri_block_q8_0, 8, COLIBRI_NO_OFFSET2)
-COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, colibri_block_q8_1, 0, COLIBRI_Q4_1_OFFSET2)
+COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_q8_h_k32, colibri_shared_q8_0,
+                       colibri_prep_q8_0, colibri_mac, colibri_hsum4_k_epi32, COLIBRI_NO_OFFSET)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, 8, COLIBRI_NO_OFFSET2)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, 0, COLIBRI_Q4_1_OFFSET2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx512, colibri_dot4_q8_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx512, colibri_dot4_q4_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx512, colibri_dot4_q4_1_avx512)

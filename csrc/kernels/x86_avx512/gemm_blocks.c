@@ -14,11 +14,15 @@
  * half sum); then, lane by lane, the reference's float step:
  *   isum = S_0 h_0 + S_1 h_1      (each product and the sum below 2^24: exact)
  *   acc += isum * (D * d_a)  [ - (M_0 A_0 + M_1 A_1) * (DMIN * d_a) ]
+ * Q5_0, Q5_1 and IQ4_NL take Q8_H activations and have S_h = 1: their halves'
+ * dots start from 0 and isum = k_0 h_0 + k_1 h_1 - C (A_0 + A_1) in int32 (two
+ * vpmulld by the token's k_h; its A_h carry k_h), exact.
  * groups in order, so every y[t, r] is bitwise quant_dot_blocks.c's dot.
  * Between chunks a row's running sums rest in y (a float store and load are
  * exact). Rows past the last real one repeat it, tokens past the last one
  * repeat it; their results are dropped.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "blocks_quants.h"
@@ -40,17 +44,23 @@ typedef struct colibri_block_panel {
 typedef struct colibri_block_tokens {
     float d[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];       /* d: [group, token] activation scales */
     int32_t a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];  /* a: [group, half, token] half sums A_h */
+    int32_t k[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];  /* k: [group, half, token] Q8_H's k_h (Q8_S: unset) */
 } colibri_block_tokens;
 
-/* The Q8_S side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng). */
+/* The side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng) from their
+ * Q8_H (q8h) or Q8_S blocks. */
 static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x, int64_t x_stride, int64_t t0,
-                                      int64_t nt, int64_t kt, int64_t g0, int64_t ng) {
+                                      int64_t nt, int64_t kt, int64_t g0, int64_t ng, int q8h) {
     for (int64_t j = 0; j < nt; j++) {
-        const colibri_block_q8_s *row = (const colibri_block_q8_s *)(x + (t0 + (j < kt ? j : kt - 1)) * x_stride);
+        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;
         for (int64_t g = 0; g < ng; g++) {
-            side->d[g][j] = row[g0 + g].d;
-            side->a[g][0][j] = row[g0 + g].sum[0];
-            side->a[g][1][j] = row[g0 + g].sum[1];
+            const colibri_block_q8_h *bh = (const colibri_block_q8_h *)row + g0 + g;
+            const colibri_block_q8_s *bs = (const colibri_block_q8_s *)row + g0 + g;
+            side->d[g][j] = q8h ? bh->d : bs->d;
+            for (int h = 0; h < 2; h++) {
+                side->a[g][h][j] = q8h ? bh->sum[h] : bs->sum[h];
+                if (q8h) side->k[g][h][j] = bh->k[h];
+            }
         }
     }
 }
@@ -68,8 +78,9 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
 /* DECL: the gemm's storage class, type and name for the type T (its block WBLOCK, its
  * GROUP_SCALES reader): PAIR (COLIBRI_BP_PAIR_K or _32) with QUANTS2 unpacks, C the
  * quants' offset, S_AT / M_AT where its scales and mins apply (dot_blocks.c's
- * COLIBRI_NONE / PER_HALF / PER_GROUP). Same contract as colibri_gemm_fn. */
-#define COLIBRI_BLOCK_PANEL_GEMM(DECL, WBLOCK, ELEMS, GROUP_SCALES, PAIR, QUANTS2, C, S_AT, M_AT)                  \
+ * COLIBRI_NONE / PER_HALF / PER_GROUP), Q8H its activations (1: Q8_H, then S_AT is
+ * COLIBRI_NONE; 0: Q8_S). Same contract as colibri_gemm_fn. */
+#define COLIBRI_BLOCK_PANEL_GEMM(DECL, WBLOCK, ELEMS, GROUP_SCALES, PAIR, QUANTS2, C, S_AT, M_AT, Q8H)             \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_block_panel panel;                                                                                \
@@ -77,13 +88,15 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
         uint8_t u[COLIBRI_BP_ROWS][64];   /* u: [row] one group pair's unsigned quants, before the transpose */   \
         const char *urow[COLIBRI_BP_ROWS];                                                                        \
         for (int r = 0; r < COLIBRI_BP_ROWS; r++) urow[r] = (const char *)u[r];                                   \
-        int64_t n_groups = n / 32, a_bytes = (int64_t)sizeof(colibri_block_q8_s);                                 \
+        int64_t n_groups = n / 32;                                                                                \
+        int64_t a_bytes = Q8H ? (int64_t)sizeof(colibri_block_q8_h) : (int64_t)sizeof(colibri_block_q8_s);        \
+        int64_t qs_at = Q8H ? (int64_t)offsetof(colibri_block_q8_h, qs) : (int64_t)offsetof(colibri_block_q8_s, qs); \
         for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_BP_TOKENS) {                                               \
             int64_t kt = n_tok - t0 < COLIBRI_BP_TOKENS ? n_tok - t0 : COLIBRI_BP_TOKENS;                         \
             int64_t nt = (kt + COLIBRI_BP_TILE - 1) / COLIBRI_BP_TILE * COLIBRI_BP_TILE;                          \
             for (int64_t g0 = 0; g0 < n_groups; g0 += COLIBRI_BP_GROUPS) {                                        \
                 int64_t ng = n_groups - g0 < COLIBRI_BP_GROUPS ? n_groups - g0 : COLIBRI_BP_GROUPS;               \
-                colibri_block_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng);                  \
+                colibri_block_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng, Q8H);             \
                 for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_BP_ROWS) {                                          \
                     int64_t kr = rows - r0 < COLIBRI_BP_ROWS ? rows - r0 : COLIBRI_BP_ROWS;                       \
                     const char *row_at[COLIBRI_BP_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
@@ -120,7 +133,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                         COLIBRI_BP_UNROLL                                                                         \
                         for (int j = 0; j < COLIBRI_BP_TILE; j++) {                                               \
                             int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                      \
-                            arow[j] = (const char *)x + t * x_stride + g0 * a_bytes + 8;                          \
+                            arow[j] = (const char *)x + t * x_stride + g0 * a_bytes + qs_at;                      \
                             acc[j] = g0 == 0 ? _mm512_setzero_ps()                                                \
                                              : _mm512_maskz_loadu_ps(keep, y + t * y_stride + r0);                \
                         }                                                                                         \
@@ -130,7 +143,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                                 const char *a = arow[j] + g * a_bytes;                                            \
                                 __m512i h[2];                                                                     \
                                 for (int hh = 0; hh < 2; hh++) {                                                  \
-                                    h[hh] = _mm512_set1_epi32(-(C) * side.a[g][hh][j0 + j]);                      \
+                                    h[hh] = _mm512_set1_epi32(Q8H ? 0 : -(C) * side.a[g][hh][j0 + j]);            \
                                     COLIBRI_BP_UNROLL                                                             \
                                     for (int k = 4 * hh; k < 4 * hh + 4; k++) {                                   \
                                         int32_t word;                                                             \
@@ -139,7 +152,12 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                                     }                                                                             \
                                 }                                                                                 \
                                 __m512 isum;                                                                      \
-                                if (S_AT == COLIBRI_PER_HALF) {                                                   \
+                                if (Q8H) {                                                                        \
+                                    __m512i i = _mm512_set1_epi32(-(C) * (side.a[g][0][j0 + j] + side.a[g][1][j0 + j])); \
+                                    i = _mm512_add_epi32(i, _mm512_mullo_epi32(h[0], _mm512_set1_epi32(side.k[g][0][j0 + j]))); \
+                                    i = _mm512_add_epi32(i, _mm512_mullo_epi32(h[1], _mm512_set1_epi32(side.k[g][1][j0 + j]))); \
+                                    isum = _mm512_cvtepi32_ps(i);                                                 \
+                                } else if (S_AT == COLIBRI_PER_HALF) {                                            \
                                     isum = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.s[g][0]),  \
                                                          _mm512_mul_ps(_mm512_cvtepi32_ps(h[1]), panel.s[g][1])); \
                                 } else {                                                                          \
@@ -170,22 +188,22 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
     }
 
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q2_k_avx512, colibri_block_q2_k, 256, colibri_q2_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q2_k_quants2, 0, COLIBRI_PER_HALF, COLIBRI_PER_HALF)
+                         COLIBRI_BP_PAIR_K, colibri_q2_k_quants2, 0, COLIBRI_PER_HALF, COLIBRI_PER_HALF, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q3_k_avx512, colibri_block_q3_k, 256, colibri_q3_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q3_k_quants2, 4, COLIBRI_PER_HALF, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_K, colibri_q3_k_quants2, 4, COLIBRI_PER_HALF, COLIBRI_NONE, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q4_k_avx512, colibri_block_q4_k, 256, colibri_q4_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q4_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+                         COLIBRI_BP_PAIR_K, colibri_q4_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_k_avx512, colibri_block_q5_k, 256, colibri_q5_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q5_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
+                         COLIBRI_BP_PAIR_K, colibri_q5_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q6_k_avx512, colibri_block_q6_k, 256, colibri_q6_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q6_k_quants2, 32, COLIBRI_PER_HALF, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_K, colibri_q6_k_quants2, 32, COLIBRI_PER_HALF, COLIBRI_NONE, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_xs_avx512, colibri_block_iq4_xs, 256, colibri_iq4_xs_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_iq4_xs_quants2, 128, COLIBRI_PER_GROUP, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_K, colibri_iq4_xs_quants2, 128, COLIBRI_PER_GROUP, COLIBRI_NONE, 0)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_0_avx512, colibri_block_q5_0, 32, colibri_q5_0_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_0_QUANTS2, 16, COLIBRI_NONE, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_0_QUANTS2, 16, COLIBRI_NONE, COLIBRI_NONE, 1)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_1_avx512, colibri_block_q5_1, 32, colibri_q5_1_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_1_QUANTS2, 0, COLIBRI_NONE, COLIBRI_PER_GROUP)
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_1_QUANTS2, 0, COLIBRI_NONE, COLIBRI_PER_GROUP, 1)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_nl_avx512, colibri_block_iq4_nl, 32, colibri_iq4_nl_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_IQ4_NL_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_32, COLIBRI_IQ4_NL_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 1)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_mxfp4_avx512, colibri_block_mxfp4, 32, colibri_mxfp4_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_MXFP4_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE)
+                         COLIBRI_BP_PAIR_32, COLIBRI_MXFP4_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 0)

@@ -9,24 +9,28 @@
  * 0x80 = w + 128; Q4_0 / Q4_1: the nibbles, low ones for groups 0..3, high
  * ones for 4..7), and the rows' f16 scales (and Q4_1 mins) widened. Then 8
  * tokens at a time, their 16-row accumulators held in registers: token t's 4
- * activation bytes of group g are broadcast and vpdpbusd adds each row's 4
- * products to its lane; after the block's 8 groups lane r holds the block's
- * exact int32 dot, started from the token's -c·sum(a) correction of the
- * weight offset c (precomputed per token and block for the chunk, as is its
- * f32 scale). The reference's float step then runs lane by lane:
- *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * s_a for Q4_1]
+ * activation bytes (Q8_H) of group g are broadcast and vpdpbusd adds each
+ * row's 4 products to its lane; after a half's 4 groups lane r holds the
+ * half's exact int32 dot, times the token's multiplier k_h (vpmulld) added
+ * to the block's sum, which starts from the token's -c·(sum_0 + sum_1)
+ * correction of the weight offset c (the sums carry k; precomputed per token
+ * and block for the chunk, as are its f32 unit and k). The reference's float
+ * step then runs lane by lane:
+ *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * (d_a·(sum_0 + sum_1)) for Q4_1]
  * blocks in order, so every y[t, r] is bitwise the reference dot
  * (quant_dot.c). Between block chunks a row's running sums rest in y (a
  * float store and load are exact). Rows past the last real one repeat it and
  * tokens past the last one repeat it; their results are dropped.
  *
  * The row panel is amortized over every token of the chunk (up to 64): per
- * token and block the work is 8 vpdpbusd and 4 float operations for 16 rows.
+ * token and block the work is 8 vpdpbusd, 2 vpmulld and 4 float operations
+ * for 16 rows.
  * (The kernel before this one broadcast the weights against a panel of 16
  * tokens' activations; it paid 8 weight-unpacking operations per row and
  * block and idled lanes below 16 tokens: 2-3 times slower from 2 tokens on.)
  */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -87,20 +91,21 @@ static inline void colibri_rp_fill_q4_1(colibri_row_panel *p, int64_t b, const c
  * registers (-O2 unrolls nothing by itself). */
 #define COLIBRI_RP_UNROLL _Pragma("GCC unroll 8")
 
-/* v + m_w * s_a per row for Q4_1; v for the others. */
+/* v + m_w * (d_a·(sum_0 + sum_1)) per row for Q4_1; v for the others. */
 #define COLIBRI_RP_NO_OFFSET(v, p, b, side, j) (v)
 #define COLIBRI_RP_Q4_1_OFFSET(v, p, b, side, j) \
     _mm512_add_ps((v), _mm512_mul_ps((p)->m[b], _mm512_set1_ps((side)->s[b][j])))
 
-/* DECL: the row-panel gemm's storage class, type and name for weights of WBLOCK; HAS_S: the activation is
- * Q8_1; C: the weight offset the starts correct; FILL: the row panel's block
- * filler; OFFSET: the Q4_1 term. Same contract as colibri_gemm_fn. */
+/* DECL: the row-panel gemm's storage class, type and name for weights of WBLOCK against Q8_H
+ * activations; HAS_S: Q4_1's offset factor wanted; C: the weight offset the starts correct;
+ * FILL: the row panel's block filler; OFFSET: the Q4_1 term. Same contract as colibri_gemm_fn. */
 #define COLIBRI_ROW_PANEL_GEMM(DECL, WBLOCK, HAS_S, C, FILL, OFFSET)                                   \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,  \
               int64_t n_tok, float *y, int64_t y_stride) {                                                \
         colibri_row_panel panel;                                                                          \
         colibri_token_side side;                                                                          \
-        int64_t n_blocks = n / COLIBRI_QK, a_bytes = HAS_S ? 36 : 34, qs_at = HAS_S ? 4 : 2;              \
+        int64_t n_blocks = n / COLIBRI_QK, a_bytes = sizeof(colibri_block_q8_h);                          \
+        int64_t qs_at = offsetof(colibri_block_q8_h, qs);                                                 \
         for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_RP_TOKENS) {                                       \
             int64_t kt = n_tok - t0 < COLIBRI_RP_TOKENS ? n_tok - t0 : COLIBRI_RP_TOKENS;                 \
             int64_t nt = (kt + COLIBRI_RP_TILE - 1) / COLIBRI_RP_TILE * COLIBRI_RP_TILE;                  \
@@ -134,10 +139,16 @@ static inline void colibri_rp_fill_q4_1(colibri_row_panel *p, int64_t b, const c
                                 const char *a = arow[j] + b * a_bytes;                                    \
                                 __m512i isum = _mm512_set1_epi32(side.start[b][j0 + j]);                  \
                                 COLIBRI_RP_UNROLL                                                         \
-                                for (int g = 0; g < 8; g++) {                                             \
-                                    int32_t word;                                                         \
-                                    memcpy(&word, a + 4 * g, sizeof word);                                \
-                                    isum = _mm512_dpbusd_epi32(isum, panel.qs[b][g], _mm512_set1_epi32(word)); \
+                                for (int h = 0; h < 2; h++) {                                             \
+                                    __m512i half = _mm512_setzero_si512();   /* the half's dot */         \
+                                    COLIBRI_RP_UNROLL                                                     \
+                                    for (int g = 4 * h; g < 4 * h + 4; g++) {                             \
+                                        int32_t word;                                                     \
+                                        memcpy(&word, a + 4 * g, sizeof word);                            \
+                                        half = _mm512_dpbusd_epi32(half, panel.qs[b][g], _mm512_set1_epi32(word)); \
+                                    }                                                                     \
+                                    __m512i k = _mm512_set1_epi32(side.k[b][j0 + j][h]);                  \
+                                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(half, k));           \
                                 }                                                                         \
                                 __m512 scale = _mm512_mul_ps(panel.d[b], _mm512_set1_ps(side.d[b][j0 + j])); \
                                 __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale);                \
