@@ -251,7 +251,7 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
                 __m256i msum = _mm256_madd_epi16(panel.m[u], _mm256_set1_epi32(tile->a[j]));           \
                 v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[u], da))); \
             }                                                                                                 \
-            acc[j] = _mm256_add_ps(acc[j], v);                                                                \
+            acc[0][j] = _mm256_add_ps(acc[0][j], v);                                                          \
         }                                                                                                     \
     } while (0)
 
@@ -267,7 +267,7 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
         colibri_group_panel8 panel;                                                                               \
         colibri_group_tokens side;                                                                                \
         const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
-        COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK, 1, COLIBRI_P8_TILE,                                                     \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT, CA), \
                           COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
