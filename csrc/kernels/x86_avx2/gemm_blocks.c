@@ -218,6 +218,14 @@ static inline __attribute__((always_inline)) void colibri_gb_isum(const colibri_
         }
         COLIBRI_P8_UNROLL
         for (int k = k0; k < k0 + words; k++) {
+            __m256i q[2], qa[2];   /* [panel] the word's quants and (ABS) their absolute values */
+            COLIBRI_P8_UNROLL
+            for (int p = 0; p < panels; p++) {
+                q[p] = panel[p].q[u][k];
+                qa[p] = form == COLIBRI_GB_ABS ? panel[p].qa[u][k] : q[p];
+                COLIBRI_IN_REGISTER(q[p]);   /* loaded once for the tile (GCC reloaded it per token) */
+                COLIBRI_IN_REGISTER(qa[p]);
+            }
             COLIBRI_P8_UNROLL
             for (int j = 0; j < tile; j++) {
                 int32_t word;
@@ -225,10 +233,9 @@ static inline __attribute__((always_inline)) void colibri_gb_isum(const colibri_
                 __m256i a = _mm256_set1_epi32(word);
                 COLIBRI_P8_UNROLL
                 for (int p = 0; p < panels; p++) {
-                    __m256i q = panel[p].q[u][k];
-                    __m256i prod = form == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(panel[p].qa[u][k], _mm256_sign_epi8(a, q))
-                                   : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q, a)
-                                                                 : _mm256_maddubs_epi16(a, q);
+                    __m256i prod = form == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[p], _mm256_sign_epi8(a, q[p]))
+                                   : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q[p], a)
+                                                                 : _mm256_maddubs_epi16(a, q[p]);
                     pairs[p][j] = _mm256_add_epi16(pairs[p][j], prod);
                     COLIBRI_IN_REGISTER(pairs[p][j]);
                 }
