@@ -43,10 +43,13 @@ float colibri_f16_to_f32(uint16_t h) __attribute__((const));
  * while every panel of the rows streams it. */
 #define COLIBRI_GB_TOKENS 128   /* tokens per chunk */
 #define COLIBRI_GB_GROUPS 32    /* groups per chunk: an 8 KiB panel of quants */
-/* The tile: 2 panels (16 rows) against 2 tokens, so that each activation broadcast feeds
- * both panels (as gemm_quant.c's). */
-#define COLIBRI_GB_PANELS 2
-#define COLIBRI_GB_TILE 2
+/* The tile of an integer form (below): 2 panels (16 rows) against 2 tokens, so that each
+ * activation broadcast feeds both panels (as gemm_quant.c's; kernels_bench, 64 tokens in
+ * cache: Q4_1 +8%, Q5_0 +8%, Q3_K +4%, MXFP4 +5%, Q6_K +2.5%, Q4_K +1%), but 1 panel against
+ * 4 tokens for the ABS form, whose vpsignb per token and panel the broadcasts do not share
+ * (IQ4_NL / IQ4_XS 1-4% slower on 2 x 2). */
+#define COLIBRI_GB_PANELS(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 1 : 2)
+#define COLIBRI_GB_TILE(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 4 : 2)
 
 /* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
  * correction; ABS vpmaddubsw(|q|, sign(q)·a) (the IQ4 tables); UNSIGNED vpmaddubsw(u, a), the
@@ -298,14 +301,14 @@ static inline __attribute__((always_inline)) void colibri_gb_isum(const colibri_
 #define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8, ACT, CA)    \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
-        colibri_group_panel8 panel[COLIBRI_GB_PANELS];                                                            \
+        colibri_group_panel8 panel[COLIBRI_GB_PANELS(SIGNED)];                                                    \
         colibri_group_tokens side;                                                                                \
         const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
-        COLIBRI_P8_DRIVER(n / COLIBRI_QK, COLIBRI_GB_PANELS, COLIBRI_GB_TILE,                                     \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK, COLIBRI_GB_PANELS(SIGNED), COLIBRI_GB_TILE(SIGNED),                     \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT, CA), \
-                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8, COLIBRI_GB_PANELS), COLIBRI_GB_NO_TILE, \
+                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8, COLIBRI_GB_PANELS(SIGNED)), COLIBRI_GB_NO_TILE, \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
-                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT, COLIBRI_GB_PANELS, COLIBRI_GB_TILE))       \
+                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT, COLIBRI_GB_PANELS(SIGNED), COLIBRI_GB_TILE(SIGNED))) \
     }
 
 /* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)
