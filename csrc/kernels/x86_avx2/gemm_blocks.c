@@ -43,6 +43,13 @@ float colibri_f16_to_f32(uint16_t h) __attribute__((const));
  * while every panel of the rows streams it. */
 #define COLIBRI_GB_TOKENS 128   /* tokens per chunk */
 #define COLIBRI_GB_GROUPS 32    /* groups per chunk: an 8 KiB panel of quants */
+/* The tile of an integer form (below): 2 panels (16 rows) against 2 tokens, so that each
+ * activation broadcast feeds both panels (as gemm_quant.c's; kernels_bench, 64 tokens in
+ * cache: Q4_1 +8%, Q5_0 +8%, Q3_K +4%, MXFP4 +5%, Q6_K +2.5%, Q4_K +1%), but 1 panel against
+ * 4 tokens for the ABS form, whose vpsignb per token and panel the broadcasts do not share
+ * (IQ4_NL / IQ4_XS 1-4% slower on 2 x 2). */
+#define COLIBRI_GB_PANELS(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 1 : 2)
+#define COLIBRI_GB_TILE(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 4 : 2)
 
 /* The integer forms (the kernels' SIGNED argument): BIASED vpmaddubsw(a + 128, q) less the
  * correction; ABS vpmaddubsw(|q|, sign(q)·a) (the IQ4 tables); UNSIGNED vpmaddubsw(u, a), the
@@ -182,76 +189,106 @@ static inline __m256i colibri_pairs16(const int32_t lo[8], const int32_t hi[8]) 
         (void)d8, (void)dm8;                                                                                      \
     } while (0)
 
-/* Each of a tile's 4 tokens' exact int32 sums, lane r: S_0 h_0 + S_1 h_1 (b: token j's 32
- * activation bytes of the group at b + 32 j, biased or not as the form wants), less corr for
- * the BIASED form; WORDS words added in int16 before each widening. Q8_H (act): k_h, token
- * j's at k[j][h], in the place of S_h (its types have S_h = 1), and the sum starts from c[j],
- * the token's -CA (A_0 + A_1) (never the BIASED form). Word by word: each weight
- * word is loaded once for the 4 tokens, whose pair sums stay in registers, as the Q4_0
- * panel's dot does. */
-static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i q[8], const __m256i qa[8],
-                                                                   const __m256i s[2], __m256i corr,
-                                                                   const uint8_t *b, const int32_t k[][2],
-                                                                   const int32_t c[], const int words, const int form, const int act,
-                                                                   __m256i isum[COLIBRI_P8_TILE]) {
+/* Each of a tile's tokens' exact int32 sums on each panel, isum[p][j] lane r: S_0 h_0 +
+ * S_1 h_1 of panel p's row r and token j (b: token j's 32 activation bytes of the group at
+ * b + 32 j, biased or not as the form wants), less the panel's corr for the BIASED form;
+ * WORDS words added in int16 before each widening. Q8_H (act): k_h, token j's at k[j][h],
+ * in the place of S_h (its types have S_h = 1), and the sum starts from c[j], the token's
+ * -CA (A_0 + A_1) (never the BIASED form). Word by word: each weight word is loaded once
+ * for the tile and each activation word broadcast once for the panels, the pair sums in
+ * registers, as the Q4_0 panel's dot does. */
+static inline __attribute__((always_inline)) void colibri_gb_isum(const colibri_group_panel8 *panel, int64_t u,
+                                                                  const uint8_t *b, const int32_t k[][2],
+                                                                  const int32_t c[], const int words, const int form,
+                                                                  const int act, const int panels, const int tile,
+                                                                  __m256i isum[2][COLIBRI_P8_TILE]) {
     COLIBRI_P8_UNROLL
-    for (int j = 0; j < COLIBRI_P8_TILE; j++) isum[j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), corr)
-                                                        : act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(c[j])
-                                                                                   : _mm256_setzero_si256();
+    for (int p = 0; p < panels; p++) {
+        COLIBRI_P8_UNROLL
+        for (int j = 0; j < tile; j++) {
+            isum[p][j] = form == COLIBRI_GB_BIASED ? _mm256_sub_epi32(_mm256_setzero_si256(), panel[p].corr[u])
+                         : act == COLIBRI_GB_Q8_H  ? _mm256_set1_epi32(c[j])
+                                                   : _mm256_setzero_si256();
+        }
+    }
     COLIBRI_P8_UNROLL
     for (int k0 = 0; k0 < 8; k0 += words) {
-        __m256i pairs[COLIBRI_P8_TILE];
+        __m256i pairs[2][COLIBRI_P8_TILE];   /* pairs: [panel, token] */
         COLIBRI_P8_UNROLL
-        for (int j = 0; j < COLIBRI_P8_TILE; j++) pairs[j] = _mm256_setzero_si256();
+        for (int p = 0; p < panels; p++) {
+            COLIBRI_P8_UNROLL
+            for (int j = 0; j < tile; j++) pairs[p][j] = _mm256_setzero_si256();
+        }
         COLIBRI_P8_UNROLL
         for (int k = k0; k < k0 + words; k++) {
-            __m256i w = form == COLIBRI_GB_ABS ? qa[k] : q[k];
+            __m256i q[2], qa[2];   /* [panel] the word's quants and (ABS) their absolute values */
             COLIBRI_P8_UNROLL
-            for (int j = 0; j < COLIBRI_P8_TILE; j++) {
+            for (int p = 0; p < panels; p++) {
+                q[p] = panel[p].q[u][k];
+                qa[p] = form == COLIBRI_GB_ABS ? panel[p].qa[u][k] : q[p];
+                COLIBRI_IN_REGISTER(q[p]);   /* loaded once for the tile (GCC reloaded it per token) */
+                COLIBRI_IN_REGISTER(qa[p]);
+            }
+            COLIBRI_P8_UNROLL
+            for (int j = 0; j < tile; j++) {
                 int32_t word;
                 memcpy(&word, b + 32 * j + 4 * k, sizeof word);
                 __m256i a = _mm256_set1_epi32(word);
-                __m256i prod = form == COLIBRI_GB_ABS        ? _mm256_maddubs_epi16(w, _mm256_sign_epi8(a, q[k]))
-                               : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(w, a)
-                                                             : _mm256_maddubs_epi16(a, w);
-                pairs[j] = _mm256_add_epi16(pairs[j], prod);
-                COLIBRI_IN_REGISTER(pairs[j]);
+                COLIBRI_P8_UNROLL
+                for (int p = 0; p < panels; p++) {
+                    __m256i prod = form == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[p], _mm256_sign_epi8(a, q[p]))
+                                   : form == COLIBRI_GB_UNSIGNED ? _mm256_maddubs_epi16(q[p], a)
+                                                                 : _mm256_maddubs_epi16(a, q[p]);
+                    pairs[p][j] = _mm256_add_epi16(pairs[p][j], prod);
+                    COLIBRI_IN_REGISTER(pairs[p][j]);
+                }
             }
         }
         COLIBRI_P8_UNROLL
-        for (int j = 0; j < COLIBRI_P8_TILE; j++) {
-            __m256i mult = act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(k[j][k0 / 4]) : s[k0 / 4];
-            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], mult));
-            COLIBRI_IN_REGISTER(isum[j]);
+        for (int p = 0; p < panels; p++) {
+            COLIBRI_P8_UNROLL
+            for (int j = 0; j < tile; j++) {
+                __m256i mult = act == COLIBRI_GB_Q8_H ? _mm256_set1_epi32(k[j][k0 / 4]) : panel[p].s[u][k0 / 4];
+                isum[p][j] = _mm256_add_epi32(isum[p][j], _mm256_madd_epi16(pairs[p][j], mult));
+                COLIBRI_IN_REGISTER(isum[p][j]);
+            }
         }
     }
 }
 
 /* COLIBRI_GROUP_PANEL8_GEMM's hooks (names: gemm_panel.h's driver's, and the kernel's panel
- * and side). The panel: group u0 + g of the 8 rows. */
-#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED, D8)                                              \
+ * and side). The panels: group u0 + g of their 8 rows each. */
+#define COLIBRI_GB_PANEL(UNPACK, GROUP_SCALES, C, SIGNED, D8, PANELS)                                      \
     do {                                                                                                   \
-        for (int64_t g = 0; g < nu; g++) COLIBRI_GB_FILL_GROUP(&panel, g, row_at, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED, D8); \
+        for (int p = 0; p < (PANELS); p++) {                                                               \
+            const char *const *panel_rows = row_at + COLIBRI_P8_ROWS * p;                                  \
+            for (int64_t g = 0; g < nu; g++) {                                                             \
+                COLIBRI_GB_FILL_GROUP(&panel[p], g, panel_rows, u0 + g, UNPACK, GROUP_SCALES, C, SIGNED, D8); \
+            }                                                                                              \
+        }                                                                                                  \
     } while (0)
 #define COLIBRI_GB_NO_TILE() (void)0
 #define COLIBRI_GB_NO_TILE_J(j, t) (void)0
-/* Group u: per token of the tile, the exact isum and msum, then the float step. */
-#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED, ACT)                                                            \
+/* Group u: per panel and token of the tile, the exact isum and msum, then the float step
+ * (the tile's tokens j0.. are tokens j0 % 4.. of the side's 4-token tile). */
+#define COLIBRI_GB_STEP(WORDS, HAS_M, SIGNED, ACT, PANELS, TILE)                                              \
     do {                                                                                                      \
-        __m256i isum4[COLIBRI_P8_TILE];                                                                       \
+        __m256i isum[2][COLIBRI_P8_TILE];                                                                     \
         const colibri_group_tile *tile = &side.t[j0 / COLIBRI_P8_TILE][u];                                   \
-        colibri_gb_isum4(panel.q[u], panel.qa[u], panel.s[u], panel.corr[u], tile->b[0], tile->k, tile->c, WORDS, SIGNED, \
-                         ACT, isum4);                                                                         \
+        const int jt = (int)(j0 % COLIBRI_P8_TILE);   /* the tile's first token in the side's tile */         \
+        colibri_gb_isum(panel, u, tile->b[jt], tile->k + jt, tile->c + jt, WORDS, SIGNED, ACT, PANELS, TILE, isum); \
         COLIBRI_P8_UNROLL                                                                                     \
-        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                                           \
-            __m256i isum = isum4[j];                                                                          \
-            __m256 da = _mm256_set1_ps(tile->d[j]);                                                           \
-            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(panel.d[u], da));               \
-            if (HAS_M) {                                                                                      \
-                __m256i msum = _mm256_madd_epi16(panel.m[u], _mm256_set1_epi32(tile->a[j]));           \
-                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel.dm[u], da))); \
+        for (int j = 0; j < (TILE); j++) {                                                                    \
+            __m256 da = _mm256_set1_ps(tile->d[jt + j]);                                                      \
+            COLIBRI_P8_UNROLL                                                                                 \
+            for (int p = 0; p < (PANELS); p++) {                                                              \
+                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[p][j]), _mm256_mul_ps(panel[p].d[u], da));   \
+                if (HAS_M) {                                                                                  \
+                    __m256i msum = _mm256_madd_epi16(panel[p].m[u], _mm256_set1_epi32(tile->a[jt + j]));      \
+                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(panel[p].dm[u], da))); \
+                }                                                                                             \
+                acc[p][j] = _mm256_add_ps(acc[p][j], v);                                                      \
             }                                                                                                 \
-            acc[j] = _mm256_add_ps(acc[j], v);                                                                \
         }                                                                                                     \
     } while (0)
 
@@ -264,14 +301,14 @@ static inline __attribute__((always_inline)) void colibri_gb_isum4(const __m256i
 #define COLIBRI_GROUP_PANEL8_GEMM(DECL, WBLOCK, UNPACK, GROUP_SCALES, C, WORDS, HAS_M, SIGNED, D8, ACT, CA)    \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
-        colibri_group_panel8 panel;                                                                               \
+        colibri_group_panel8 panel[COLIBRI_GB_PANELS(SIGNED)];                                                    \
         colibri_group_tokens side;                                                                                \
         const int64_t chunk_tokens = COLIBRI_GB_TOKENS, chunk_units = COLIBRI_GB_GROUPS;                          \
-        COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                         \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK, COLIBRI_GB_PANELS(SIGNED), COLIBRI_GB_TILE(SIGNED),                     \
                           colibri_group_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu, !(SIGNED), ACT, CA), \
-                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8), COLIBRI_GB_NO_TILE,              \
+                          COLIBRI_GB_PANEL, (UNPACK, GROUP_SCALES, C, SIGNED, D8, COLIBRI_GB_PANELS(SIGNED)), COLIBRI_GB_NO_TILE, \
                           COLIBRI_GB_NO_TILE_J,                                                                   \
-                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT))                                       \
+                          COLIBRI_GB_STEP, (WORDS, HAS_M, SIGNED, ACT, COLIBRI_GB_PANELS(SIGNED), COLIBRI_GB_TILE(SIGNED))) \
     }
 
 /* Group g's unsigned quants of a row of the 256-element type T (block g / 8, group g % 8)

@@ -179,15 +179,15 @@ static inline __m256i colibri_p8_bcast(const char *a, int g) {
 #define COLIBRI_P8_Q4_1_OFFSET(v, p, b, side, j) \
     _mm256_add_ps((v), _mm256_mul_ps((p)->m[b], _mm256_set1_ps((side)->s[b][j])))
 
-/* Tile i of the n tiles of the panel at rows r0..: pulls into L2 its share of the next
- * panel's weight bytes (rows r0 + 8 + r for r = i, i + n, ... below 8; units [u0, u0 + nu)
- * of the row's n_units), so that the next fill reads L2, not DRAM: the hardware prefetcher
- * misses the fills' 8 short streams, tens of microseconds apart (a tenth of a prefill's
- * K gemm time stalled on those loads, perf). */
-static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int64_t rows, int64_t r0, int64_t n_units,
-                                            int64_t u0, int64_t nu, int64_t i, int64_t n) {
+/* Tile i of the n tiles of the panels at rows r0.. (span rows of them): pulls into L2 its
+ * share of the next panels' weight bytes (rows r0 + span + r for r = i, i + n, ... below
+ * span; units [u0, u0 + nu) of the row's n_units), so that the next fill reads L2, not
+ * DRAM: the hardware prefetcher misses the fills' short streams, tens of microseconds
+ * apart (a tenth of a prefill's K gemm time stalled on those loads, perf). */
+static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int64_t rows, int64_t r0, int64_t span,
+                                            int64_t n_units, int64_t u0, int64_t nu, int64_t i, int64_t n) {
     int64_t lo = u0 * w_stride / n_units, hi = (u0 + nu) * w_stride / n_units;   /* the chunk's bytes of a row */
-    for (int64_t r = r0 + COLIBRI_P8_ROWS + i; r < r0 + 2 * COLIBRI_P8_ROWS && r < rows; r += n) {
+    for (int64_t r = r0 + span + i; r < r0 + 2 * span && r < rows; r += n) {
         const char *end = w + r * w_stride + hi;
         for (const char *at = (const char *)((uintptr_t)(w + r * w_stride + lo) & ~(uintptr_t)63); at < end; at += 64) {
             _mm_prefetch(at, _MM_HINT_T1);
@@ -199,52 +199,65 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
  * The loop nest of every 8-row panel gemm (COLIBRI_PANEL8_GEMM below, gemm_blocks.c's
  * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of chunk_tokens, the row's N_UNITS
  * units (blocks, or the groups of 32 elements of the other block types) in chunks of
- * chunk_units, panels of 8 rows, tiles of 4 tokens whose 8-row accumulators stay
- * in registers and rest in y between unit chunks (a float store and load are exact). Rows
- * past the last one repeat it, tokens past the last one repeat it; their results are
- * dropped. Written inside a colibri_gemm_fn's body (its parameter names, and the chunk
- * sizes chunk_tokens, a multiple of COLIBRI_P8_TILE, and chunk_units); the hooks are
- * statements that use the driver's names: SIDE_FILL the activation side of tokens
- * [t0, t0 + nt) (kt real) and units [u0, u0 + nu); PANEL_FILL PANEL_ARGS the panel from the
- * 8 rows (row_at[r]: row r's start); TILE() declarations per tile of tokens t0 + j0..,
- * TILE_J(j, t) a statement per token j of the tile (token t, the last one repeated);
- * STEP STEP_ARGS unit u of the chunk into acc[0..3], the tile's accumulators (lane r: row
- * r). The hooks that hold a _Pragma (the unrolled loops) come as a macro name and its
+ * chunk_units, PANELS panels of 8 rows at a time, tiles of TILE tokens whose accumulators
+ * (PANELS x TILE vectors) stay in registers and rest in y between unit chunks (a float
+ * store and load are exact). Rows past the last one repeat it, tokens past the last one
+ * repeat it; their results are dropped. Written inside a colibri_gemm_fn's body (its
+ * parameter names, and the chunk sizes chunk_tokens, a multiple of TILE, and
+ * chunk_units); the hooks are statements that use the driver's names: SIDE_FILL the
+ * activation side of tokens [t0, t0 + nt) (kt real) and units [u0, u0 + nu); PANEL_FILL
+ * PANEL_ARGS the panels from the 8 · PANELS rows (row_at[r]: row r's start); TILE_DECL()
+ * declarations per tile of tokens t0 + j0.., TILE_J(j, t) a statement per token j of the
+ * tile (token t, the last one repeated); STEP STEP_ARGS unit u of the chunk into
+ * acc[p][j], panel p's accumulator of the tile's token j (lane r: the panel's row r).
+ * The hooks that hold a _Pragma (the unrolled loops) come as a macro name and its
  * parenthesised arguments, so that they expand in the driver's body, never inside a
  * macro argument, where GCC may not keep a _Pragma in its place. */
-#define COLIBRI_P8_DRIVER(N_UNITS, SIDE_FILL, PANEL_FILL, PANEL_ARGS, TILE, TILE_J, STEP, STEP_ARGS)           \
+#define COLIBRI_P8_DRIVER(N_UNITS, PANELS, TILE, SIDE_FILL, PANEL_FILL, PANEL_ARGS, TILE_DECL, TILE_J, STEP,       \
+                          STEP_ARGS)                                                                         \
     for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_tokens) {                                                   \
         int64_t kt = n_tok - t0 < chunk_tokens ? n_tok - t0 : chunk_tokens;                                  \
-        int64_t nt = (kt + COLIBRI_P8_TILE - 1) / COLIBRI_P8_TILE * COLIBRI_P8_TILE;                         \
+        int64_t nt = (kt + (TILE) - 1) / (TILE) * (TILE);                                                    \
         for (int64_t u0 = 0; u0 < (N_UNITS); u0 += chunk_units) {                                            \
             int64_t nu = (N_UNITS) - u0 < chunk_units ? (N_UNITS) - u0 : chunk_units;                        \
             SIDE_FILL;                                                                                       \
-            for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS) {                                         \
-                int64_t kr = rows - r0 < COLIBRI_P8_ROWS ? rows - r0 : COLIBRI_P8_ROWS;                      \
-                const char *row_at[COLIBRI_P8_ROWS];   /* row_at: [row] the rows, the last one repeated */  \
-                for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                                  \
+            for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_P8_ROWS * (PANELS)) {                              \
+                int64_t kr = rows - r0 < COLIBRI_P8_ROWS * (PANELS) ? rows - r0 : COLIBRI_P8_ROWS * (PANELS); \
+                const char *row_at[COLIBRI_P8_ROWS * (PANELS)];   /* row_at: [row] the last one repeated */ \
+                for (int r = 0; r < COLIBRI_P8_ROWS * (PANELS); r++) {                                       \
                     row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                   \
                 }                                                                                            \
                 PANEL_FILL PANEL_ARGS;                                                                       \
-                __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr),                                \
-                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                \
-                for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_P8_TILE) {                                       \
-                    colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, (N_UNITS), u0, nu,          \
-                                             j0 / COLIBRI_P8_TILE, nt / COLIBRI_P8_TILE);                     \
-                    TILE();                                                                                  \
-                    __m256 acc[COLIBRI_P8_TILE];   /* acc: [token] 8 rows' running sums */                   \
+                __m256i keep[PANELS];   /* keep: [panel] its real rows' lanes */                             \
+                for (int p = 0; p < (PANELS); p++) {                                                         \
+                    keep[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr - COLIBRI_P8_ROWS * p),           \
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                 \
+                }                                                                                            \
+                for (int64_t j0 = 0; j0 < nt; j0 += (TILE)) {                                                \
+                    colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, COLIBRI_P8_ROWS * (PANELS), \
+                                             (N_UNITS), u0, nu, j0 / (TILE), nt / (TILE));                   \
+                    TILE_DECL();                                                                             \
+                    __m256 acc[PANELS][TILE];   /* acc: [panel, token] 8 rows' running sums */               \
                     COLIBRI_P8_UNROLL                                                                        \
-                    for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
+                    for (int j = 0; j < (TILE); j++) {                                                       \
                         int64_t t = t0 + (j0 + j < kt ? j0 + j : kt - 1);                                    \
                         TILE_J(j, t);                                                                        \
-                        acc[j] = u0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + r0, keep); \
+                        COLIBRI_P8_UNROLL                                                                    \
+                        for (int p = 0; p < (PANELS); p++) {                                                 \
+                            acc[p][j] = u0 == 0 ? _mm256_setzero_ps()                                        \
+                                                : _mm256_maskload_ps(y + t * y_stride + r0 + COLIBRI_P8_ROWS * p, keep[p]); \
+                        }                                                                                    \
                     }                                                                                        \
                     for (int64_t u = 0; u < nu; u++) {                                                       \
                         STEP STEP_ARGS;                                                                      \
                     }                                                                                        \
                     COLIBRI_P8_UNROLL                                                                        \
-                    for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
-                        if (j0 + j < kt) _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0, keep, acc[j]); \
+                    for (int j = 0; j < (TILE); j++) {                                                       \
+                        if (j0 + j >= kt) continue;                                                          \
+                        COLIBRI_P8_UNROLL                                                                    \
+                        for (int p = 0; p < (PANELS); p++) {                                                 \
+                            _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0 + COLIBRI_P8_ROWS * p, keep[p], acc[p][j]); \
+                        }                                                                                    \
                     }                                                                                        \
                 }                                                                                            \
             }                                                                                                \
@@ -252,20 +265,24 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
     }
 
 /* COLIBRI_PANEL8_GEMM's hooks (names: the driver's, and the kernel's panel, side, a_bytes
- * and ACT's). The panel: block b = u0 + b of the 8 rows by FILL. */
-#define COLIBRI_P8_BLOCKS_PANEL(WBLOCK, FILL)                                                   \
+ * and ACT's). The panels: block b = u0 + b of their 8 rows each, by FILL. */
+#define COLIBRI_P8_BLOCKS_PANEL(WBLOCK, FILL, PANELS)                                           \
     do {                                                                                        \
-        const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block u0 + b of the row */            \
-        for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] = row_at[r] + u0 * (int64_t)sizeof(WBLOCK); \
-        for (int64_t b = 0; b < nu; b++) {                                                      \
-            FILL(&panel, b, blk);                                                               \
-            for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] += sizeof(WBLOCK);                 \
+        for (int p = 0; p < (PANELS); p++) {                                                    \
+            const char *blk[COLIBRI_P8_ROWS];   /* blk: [row] block u0 + b of the row */        \
+            for (int r = 0; r < COLIBRI_P8_ROWS; r++) {                                         \
+                blk[r] = row_at[COLIBRI_P8_ROWS * p + r] + u0 * (int64_t)sizeof(WBLOCK);        \
+            }                                                                                   \
+            for (int64_t b = 0; b < nu; b++) {                                                  \
+                FILL(&panel[p], b, blk);                                                        \
+                for (int r = 0; r < COLIBRI_P8_ROWS; r++) blk[r] += sizeof(WBLOCK);             \
+            }                                                                                   \
         }                                                                                       \
     } while (0)
-/* The tile's activation rows at block u0: declared per tile, row j set beside acc[j]. */
+/* The tile's activation rows at block u0: declared per tile, row j set beside acc[.][j]. */
 #define COLIBRI_P8_BLOCKS_TILE() const char *arow[COLIBRI_P8_TILE]   /* arow: the tile's activation rows */
 
-/* Where DOT4 finds the activation bytes (COLIBRI_PANEL8_GEMM's ACT): DIRECT in the
+/* Where DOT finds the activation bytes (COLIBRI_PANEL8_GEMM's ACT): DIRECT in the
  * Q8_H blocks, PAIRED in a colibri_token_pairs filled per chunk. Each names its
  * storage (_DECL), its fill per chunk (_FILL), token j's row at block u0 (_TILE_J)
  * and the bytes from one block to the next (_STRIDE). */
@@ -279,47 +296,52 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
 #define COLIBRI_P8_PAIRED_TILE_J(j, t) arow[j] = (const char *)pairs.qs[(t) - t0]
 #define COLIBRI_P8_PAIRED_STRIDE ((int64_t)COLIBRI_QK)
 
-/* Block u: DOT4's exact dots of the 4 tokens, then the float step per token. */
-#define COLIBRI_P8_BLOCKS_STEP(DOT4, OFFSET)                                                     \
+/* Block u: DOT's exact dots of the tile's tokens on every panel, then the float step per
+ * panel and token. */
+#define COLIBRI_P8_BLOCKS_STEP(DOT, OFFSET, PANELS, TILE)                                        \
     do {                                                                                         \
-        const char *a[COLIBRI_P8_TILE];                                                          \
-        __m256i isum[COLIBRI_P8_TILE];                                                           \
+        const char *a[TILE];                                                                     \
+        __m256i isum[PANELS][TILE];                                                              \
         COLIBRI_P8_UNROLL                                                                        \
-        for (int j = 0; j < COLIBRI_P8_TILE; j++) a[j] = arow[j] + u * a_bytes;                  \
-        DOT4(&panel, u, a, &side.start[u][j0], side.k[u] + j0, isum);                            \
+        for (int j = 0; j < (TILE); j++) a[j] = arow[j] + u * a_bytes;                           \
+        DOT(panel, u, a, &side.start[u][j0], side.k[u] + j0, isum);                              \
         COLIBRI_P8_UNROLL                                                                        \
-        for (int j = 0; j < COLIBRI_P8_TILE; j++) {                                              \
-            __m256 scale = _mm256_mul_ps(panel.d[u], _mm256_set1_ps(side.d[u][j0 + j]));         \
-            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[j]), scale);                        \
-            acc[j] = _mm256_add_ps(acc[j], OFFSET(v, &panel, u, &side, j0 + j));                 \
+        for (int j = 0; j < (TILE); j++) {                                                       \
+            __m256 da = _mm256_set1_ps(side.d[u][j0 + j]);                                       \
+            COLIBRI_P8_UNROLL                                                                    \
+            for (int p = 0; p < (PANELS); p++) {                                                 \
+                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[p][j]), _mm256_mul_ps(panel[p].d[u], da)); \
+                acc[p][j] = _mm256_add_ps(acc[p][j], OFFSET(v, &panel[p], u, &side, j0 + j));    \
+            }                                                                                    \
         }                                                                                        \
     } while (0)
 
 /* Defines NAME (a colibri_gemm_fn) for weights of WBLOCK against Q8_H
  * activations (HAS_S: Q4_1's offset factor wanted): C the weight offset the
- * starts correct, FILL(colibri_panel8 *, b, const char *const blk[8]) the
- * panel's block b from the 8 rows' blocks, DOT4(const colibri_panel8 *, b,
- * const char *const a[4], const int32_t start[4], const int16_t k[4][2],
- * __m256i isum[4]) the 4 tokens' exact block dots (a[j]: token j's 32
- * activation bytes of block b, laid out as ACT says; k[j] its multipliers),
- * OFFSET the Q4_1 term, ACT DIRECT or PAIRED (above). */
-#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT4, OFFSET, ACT)                                \
+ * starts correct, FILL(colibri_panel8 *, b, const char *const blk[8]) a
+ * panel's block b from its 8 rows' blocks, DOT(const colibri_panel8
+ * panel[PANELS], b, const char *const a[TILE], const int32_t start[TILE],
+ * const int16_t k[TILE][2], __m256i isum[PANELS][TILE]) the tile's exact block
+ * dots on each panel (a[j]: token j's 32 activation bytes of block b, laid out
+ * as ACT says; k[j] its multipliers), OFFSET the Q4_1 term, ACT DIRECT or
+ * PAIRED (above), PANELS panels of 8 rows against tiles of TILE tokens. */
+#define COLIBRI_PANEL8_GEMM(NAME, WBLOCK, HAS_S, C, FILL, DOT, OFFSET, ACT, PANELS, TILE)                   \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,     \
               int64_t n_tok, float *y, int64_t y_stride) {                                                   \
-        colibri_panel8 panel;                                                                                \
+        colibri_panel8 panel[PANELS];                                                                        \
         colibri_token_side side;                                                                             \
         COLIBRI_P8_##ACT##_DECL                                                                              \
         const int64_t chunk_tokens = COLIBRI_PANEL_TOKENS, chunk_units = COLIBRI_PANEL_BLOCKS;               \
         const int64_t a_bytes = COLIBRI_P8_##ACT##_STRIDE;                                                   \
-        COLIBRI_P8_DRIVER(n / COLIBRI_QK,                                                                    \
+        COLIBRI_P8_DRIVER(n / COLIBRI_QK, PANELS, TILE,                                                      \
                           do {                                                                               \
                               colibri_token_side_fill(&side, (const char *)x, x_stride, t0, nt, kt, u0, nu,  \
                                                       HAS_S, C);                                             \
                               COLIBRI_P8_##ACT##_FILL;                                                       \
                           } while (0),                                                                       \
-                          COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL), COLIBRI_P8_BLOCKS_TILE,                   \
+                          COLIBRI_P8_BLOCKS_PANEL, (WBLOCK, FILL, PANELS), COLIBRI_P8_BLOCKS_TILE,           \
                           COLIBRI_P8_##ACT##_TILE_J,                                                         \
-                          COLIBRI_P8_BLOCKS_STEP, (DOT4, OFFSET))                                            \
+                          COLIBRI_P8_BLOCKS_STEP, (DOT, OFFSET, PANELS, TILE))                               \
     }
 
 #endif /* COLIBRI_X86_GEMM_PANEL_H */

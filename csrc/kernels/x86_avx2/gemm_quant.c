@@ -21,16 +21,11 @@
  */
 #include "gemm_panel.h"
 
-/* v[j]: dword j of the 16 bytes at p (the 4 tokens' starts, or their (k0, k1)
- * word pairs) in every dword: one load and 4 in-lane shuffles, in place of 4
- * broadcast loads (the tile's loop is bound by its loads on Zen 3, where its
- * multiplies leave the shuffle pipes idle). */
-static inline void colibri_p8_spread4(const void *p, __m256i v[4]) {
-    __m256i four = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-    v[0] = _mm256_shuffle_epi32(four, 0x00);
-    v[1] = _mm256_shuffle_epi32(four, 0x55);
-    v[2] = _mm256_shuffle_epi32(four, 0xaa);
-    v[3] = _mm256_shuffle_epi32(four, 0xff);
+/* Token j's (k0, k1) as the word pair of every dword. */
+static inline __m256i colibri_p8_k_pair(const int16_t k[2]) {
+    int32_t pair;
+    memcpy(&pair, k, sizeof pair);
+    return _mm256_set1_epi32(pair);
 }
 
 /* The panel's block b in the paired layout from each row's two halves of 16
@@ -59,26 +54,29 @@ static inline void colibri_p8_fill_q8_0(colibri_panel8 *p, int64_t b, const char
     for (int g = 0; g < 8; g++) p->qa[b][g] = _mm256_abs_epi8(p->qs[b][g]);
 }
 
-static inline void colibri_p8_dot4_q8_0(const colibri_panel8 *p, int64_t b, const char *const a[4],
-                                        const int32_t start[4], const int16_t k[4][2], __m256i isum[4]) {
-    __m256i sv[4], kv[4];   /* sv, kv: [token] its start, its (k0, k1) */
-    colibri_p8_spread4(start, sv);
-    colibri_p8_spread4(k, kv);
-    __m256i s0 = sv[0], s1 = sv[1], s2 = sv[2], s3 = sv[3], k0 = kv[0], k1 = kv[1], k2 = kv[2], k3 = kv[3];
-#define COLIBRI_Q8_STEP(acc, j, kj)                                                                          \
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(colibri_p8_bcast(a[j], g), w)), \
-                                                  kj));                                                      \
+/* The tile's 2 tokens on the 2 panels (16 rows): each activation broadcast feeds both
+ * panels' products, so a block takes 16 broadcasts for 16 rows and 2 tokens, where 8 rows
+ * and 4 tokens took 32 (on Zen 3 a broadcast from memory takes a shuffle pipe, and the
+ * vector pipes bound the loop: llvm-mca). isum[p][j]: panel p, token j. */
+static inline void colibri_p8_dot_q8_0(const colibri_panel8 p[2], int64_t b, const char *const a[2],
+                                       const int32_t start[2], const int16_t k[2][2], __m256i isum[2][2]) {
+    __m256i k0 = colibri_p8_k_pair(k[0]), k1 = colibri_p8_k_pair(k[1]);
+    __m256i s00 = _mm256_set1_epi32(start[0]), s10 = s00;   /* s: [panel][token] */
+    __m256i s01 = _mm256_set1_epi32(start[1]), s11 = s01;
+#define COLIBRI_Q8_STEP(acc, w, wa, av, kj)                                                          \
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(av, w)), kj)); \
     COLIBRI_IN_REGISTER(acc)
     COLIBRI_P8_UNROLL
     for (int g = 0; g < 8; g++) {
-        __m256i w = p->qs[b][g], wa = p->qa[b][g];
-        COLIBRI_Q8_STEP(s0, 0, k0);
-        COLIBRI_Q8_STEP(s1, 1, k1);
-        COLIBRI_Q8_STEP(s2, 2, k2);
-        COLIBRI_Q8_STEP(s3, 3, k3);
+        __m256i w0 = p[0].qs[b][g], wa0 = p[0].qa[b][g], w1 = p[1].qs[b][g], wa1 = p[1].qa[b][g];
+        __m256i a0 = colibri_p8_bcast(a[0], g), a1 = colibri_p8_bcast(a[1], g);
+        COLIBRI_Q8_STEP(s00, w0, wa0, a0, k0);
+        COLIBRI_Q8_STEP(s10, w1, wa1, a0, k0);
+        COLIBRI_Q8_STEP(s01, w0, wa0, a1, k1);
+        COLIBRI_Q8_STEP(s11, w1, wa1, a1, k1);
     }
 #undef COLIBRI_Q8_STEP
-    isum[0] = s0, isum[1] = s1, isum[2] = s2, isum[3] = s3;
+    isum[0][0] = s00, isum[1][0] = s10, isum[0][1] = s01, isum[1][1] = s11;
 }
 
 /* Q4_0 / Q4_1 (the 16 bytes at `at`: half 0 in the low nibbles, half 1 in the
@@ -103,34 +101,35 @@ static inline void colibri_p8_fill_q4_1_paired(colibri_panel8 *p, int64_t b, con
     colibri_p8_nibbles_paired(p, b, blk, 4);
 }
 
-/* Q4_0 / Q4_1: the block's int16 pair sums, widened once times (k0, k1). */
-static inline void colibri_p8_dot4_nibbles(const colibri_panel8 *p, int64_t b, const char *const a[4],
-                                           const int32_t start[4], const int16_t k[4][2], __m256i isum[4]) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;   /* pair sums so far: even words half 0 */
+/* Q4_0 / Q4_1, 2 tokens on the 2 panels: the block's int16 pair sums, widened once times
+ * (k0, k1). */
+static inline void colibri_p8_dot_nibbles(const colibri_panel8 p[2], int64_t b, const char *const a[2],
+                                          const int32_t start[2], const int16_t k[2][2], __m256i isum[2][2]) {
+    __m256i s00 = _mm256_setzero_si256(), s10 = s00, s01 = s00, s11 = s00;   /* [panel][token]: even words half 0 */
     COLIBRI_P8_UNROLL
     for (int g = 0; g < 8; g++) {
-        __m256i w = p->qs[b][g];
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(w, colibri_p8_bcast(a[0], g)));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(w, colibri_p8_bcast(a[1], g)));
-        s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(w, colibri_p8_bcast(a[2], g)));
-        s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(w, colibri_p8_bcast(a[3], g)));
-        COLIBRI_IN_REGISTER(s0);
-        COLIBRI_IN_REGISTER(s1);
-        COLIBRI_IN_REGISTER(s2);
-        COLIBRI_IN_REGISTER(s3);
+        __m256i w0 = p[0].qs[b][g], w1 = p[1].qs[b][g];
+        __m256i a0 = colibri_p8_bcast(a[0], g), a1 = colibri_p8_bcast(a[1], g);
+        s00 = _mm256_add_epi16(s00, _mm256_maddubs_epi16(w0, a0));
+        s10 = _mm256_add_epi16(s10, _mm256_maddubs_epi16(w1, a0));
+        s01 = _mm256_add_epi16(s01, _mm256_maddubs_epi16(w0, a1));
+        s11 = _mm256_add_epi16(s11, _mm256_maddubs_epi16(w1, a1));
+        COLIBRI_IN_REGISTER(s00);
+        COLIBRI_IN_REGISTER(s10);
+        COLIBRI_IN_REGISTER(s01);
+        COLIBRI_IN_REGISTER(s11);
     }
-    __m256i sv[4], kv[4];   /* sv, kv: [token] its start, its (k0, k1) */
-    colibri_p8_spread4(start, sv);
-    colibri_p8_spread4(k, kv);
-    isum[0] = _mm256_add_epi32(sv[0], _mm256_madd_epi16(s0, kv[0]));
-    isum[1] = _mm256_add_epi32(sv[1], _mm256_madd_epi16(s1, kv[1]));
-    isum[2] = _mm256_add_epi32(sv[2], _mm256_madd_epi16(s2, kv[2]));
-    isum[3] = _mm256_add_epi32(sv[3], _mm256_madd_epi16(s3, kv[3]));
+    __m256i k0 = colibri_p8_k_pair(k[0]), k1 = colibri_p8_k_pair(k[1]);
+    __m256i st0 = _mm256_set1_epi32(start[0]), st1 = _mm256_set1_epi32(start[1]);
+    isum[0][0] = _mm256_add_epi32(st0, _mm256_madd_epi16(s00, k0));
+    isum[1][0] = _mm256_add_epi32(st0, _mm256_madd_epi16(s10, k0));
+    isum[0][1] = _mm256_add_epi32(st1, _mm256_madd_epi16(s01, k1));
+    isum[1][1] = _mm256_add_epi32(st1, _mm256_madd_epi16(s11, k1));
 }
 
-COLIBRI_PANEL8_GEMM(colibri_gemm_q8_0_avx2, colibri_block_q8_0, 0, 0, colibri_p8_fill_q8_0, colibri_p8_dot4_q8_0,
-                    COLIBRI_P8_NO_OFFSET, PAIRED)
+COLIBRI_PANEL8_GEMM(colibri_gemm_q8_0_avx2, colibri_block_q8_0, 0, 0, colibri_p8_fill_q8_0, colibri_p8_dot_q8_0,
+                    COLIBRI_P8_NO_OFFSET, PAIRED, 2, 2)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_0_avx2, colibri_block_q4_0, 0, 8, colibri_p8_fill_q4_0_paired,
-                    colibri_p8_dot4_nibbles, COLIBRI_P8_NO_OFFSET, PAIRED)
+                    colibri_p8_dot_nibbles, COLIBRI_P8_NO_OFFSET, PAIRED, 2, 2)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_1_avx2, colibri_block_q4_1, 1, 0, colibri_p8_fill_q4_1_paired,
-                    colibri_p8_dot4_nibbles, COLIBRI_P8_Q4_1_OFFSET, PAIRED)
+                    colibri_p8_dot_nibbles, COLIBRI_P8_Q4_1_OFFSET, PAIRED, 2, 2)

@@ -19,8 +19,9 @@ static inline void colibri_p8_fill_q8_0_vnni(colibri_panel8 *p, int64_t b, const
     for (int g = 0; g < 8; g++) p->qs[b][g] = _mm256_xor_si256(p->qs[b][g], flip);
 }
 
-static inline void colibri_p8_dot4_vnni(const colibri_panel8 *p, int64_t b, const char *const a[4],
-                                        const int32_t start[4], const int16_t k[4][2], __m256i isum[4]) {
+static inline void colibri_p8_dot4_vnni(const colibri_panel8 p[1], int64_t b, const char *const a[4],
+                                        const int32_t start[4], const int16_t k[4][2], __m256i sums[1][4]) {
+    __m256i *isum = sums[0];
     for (int j = 0; j < 4; j++) isum[j] = _mm256_set1_epi32(start[j]);
     COLIBRI_P8_UNROLL
     for (int h = 0; h < 2; h++) {
@@ -41,8 +42,8 @@ static inline void colibri_p8_dot4_vnni(const colibri_panel8 *p, int64_t b, cons
 }
 
 COLIBRI_PANEL8_GEMM(colibri_gemm_q8_0_avx_vnni, colibri_block_q8_0, 0, 128, colibri_p8_fill_q8_0_vnni,
-                    colibri_p8_dot4_vnni, COLIBRI_P8_NO_OFFSET, DIRECT)
+                    colibri_p8_dot4_vnni, COLIBRI_P8_NO_OFFSET, DIRECT, 1, 4)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_0_avx_vnni, colibri_block_q4_0, 0, 8, colibri_p8_fill_q4_0, colibri_p8_dot4_vnni,
-                    COLIBRI_P8_NO_OFFSET, DIRECT)
+                    COLIBRI_P8_NO_OFFSET, DIRECT, 1, 4)
 COLIBRI_PANEL8_GEMM(colibri_gemm_q4_1_avx_vnni, colibri_block_q4_1, 1, 0, colibri_p8_fill_q4_1, colibri_p8_dot4_vnni,
-                    COLIBRI_P8_Q4_1_OFFSET, DIRECT)
+                    COLIBRI_P8_Q4_1_OFFSET, DIRECT, 1, 4)
