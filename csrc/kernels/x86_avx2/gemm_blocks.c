@@ -45,7 +45,8 @@ float colibri_f16_to_f32(uint16_t h) __attribute__((const));
 #define COLIBRI_GB_GROUPS 32    /* groups per chunk: an 8 KiB panel of quants */
 /* The tile of an integer form (below): 2 panels (16 rows) against 2 tokens, so that each
  * activation broadcast feeds both panels (as gemm_quant.c's; kernels_bench, 64 tokens in
- * cache: Q4_1 +8%, Q5_0 +8%, Q3_K +4%, MXFP4 +5%, Q6_K +2.5%, Q4_K +1%), but 1 panel against
+ * cache, two series: Q5_0 +5-9%, Q5_1 +5-10%, MXFP4 +4-6%, Q3_K +2-4%, Q2_K, Q4_K, Q5_K and
+ * Q6_K between -4% and +3%), but 1 panel against
  * 4 tokens for the ABS form, whose vpsignb per token and panel the broadcasts do not share
  * (IQ4_NL / IQ4_XS 1-4% slower on 2 x 2). */
 #define COLIBRI_GB_PANELS(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 1 : 2)
