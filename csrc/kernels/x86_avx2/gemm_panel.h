@@ -145,16 +145,19 @@ static inline void colibri_p8_nibbles(colibri_panel8 *p, int64_t b, const char *
     }
 }
 
-static inline void colibri_p8_fill_q4_0(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
-    p->d[b] = colibri_p8_f16(blk, 0);
-    colibri_p8_nibbles(p, b, blk, 2);
-}
-
-static inline void colibri_p8_fill_q4_1(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
-    p->d[b] = colibri_p8_f16(blk, 0);
-    p->m[b] = colibri_p8_f16(blk, 2);
-    colibri_p8_nibbles(p, b, blk, 4);
-}
+/* The panel fillers colibri_p8_fill_q4_0##SUFFIX and _q4_1##SUFFIX: the scales (and
+ * mins), then the quants by NIBBLES(p, b, blk, at) from the 16 bytes at `at`. */
+#define COLIBRI_P8_Q4_FILLS(SUFFIX, NIBBLES)                                                                 \
+    static inline void colibri_p8_fill_q4_0##SUFFIX(colibri_panel8 *p, int64_t b, const char *const blk[8]) { \
+        p->d[b] = colibri_p8_f16(blk, 0);                                                                     \
+        NIBBLES(p, b, blk, 2);                                                                                \
+    }                                                                                                         \
+    static inline void colibri_p8_fill_q4_1##SUFFIX(colibri_panel8 *p, int64_t b, const char *const blk[8]) { \
+        p->d[b] = colibri_p8_f16(blk, 0);                                                                     \
+        p->m[b] = colibri_p8_f16(blk, 2);                                                                     \
+        NIBBLES(p, b, blk, 4);                                                                                \
+    }
+COLIBRI_P8_Q4_FILLS(, colibri_p8_nibbles)
 
 /* Token j's activation bytes 4g..4g+3 of its block, in every lane. */
 static inline __m256i colibri_p8_bcast(const char *a, int g) {

@@ -90,16 +90,7 @@ static inline void colibri_p8_nibbles_paired(colibri_panel8 *p, int64_t b, const
 #undef COLIBRI_NIBBLE_HALF
 }
 
-static inline void colibri_p8_fill_q4_0_paired(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
-    p->d[b] = colibri_p8_f16(blk, 0);
-    colibri_p8_nibbles_paired(p, b, blk, 2);
-}
-
-static inline void colibri_p8_fill_q4_1_paired(colibri_panel8 *p, int64_t b, const char *const blk[8]) {
-    p->d[b] = colibri_p8_f16(blk, 0);
-    p->m[b] = colibri_p8_f16(blk, 2);
-    colibri_p8_nibbles_paired(p, b, blk, 4);
-}
+COLIBRI_P8_Q4_FILLS(_paired, colibri_p8_nibbles_paired)
 
 /* Q4_0 / Q4_1, 2 tokens on the 2 panels: the block's int16 pair sums, widened once times
  * (k0, k1). */
