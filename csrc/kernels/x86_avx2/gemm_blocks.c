@@ -1,7 +1,8 @@
 /*
  * x86_avx2/gemm_blocks.c — the multi-token kernels (gemm) of the types of
  * quant_blocks.h with AVX2 (also the AVX-VNNI table's): 8 weight rows in the
- * lanes, 4 tokens at a time, as gemm_panel.h does for Q8_0 / Q4_0 / Q4_1.
+ * lanes, tiles of 2 panels x 2 tokens (the IQ4 tables 1 x 4), as gemm_panel.h
+ * does for Q8_0 / Q4_0 / Q4_1.
  *
  * For 8 weight rows and a chunk of groups (32 elements each), the rows'
  * signed quants q are unpacked and transposed once into a panel whose vector
@@ -24,7 +25,7 @@
  * over the unbiased bytes instead (one more operation a word, no correction,
  * every word widened). Q2_K, Q4_K and Q5_K (C = 0) take the UNSIGNED form instead:
  * vpmaddubsw(u, a) over the unbiased bytes, no correction, and more words in int16.
- * The step takes a tile's 4 tokens word by word (colibri_gb_isum4). Between chunks
+ * The step takes a tile's tokens word by word (colibri_gb_isum). Between chunks
  * a row's running sums rest in y.
  * Rows past the last real one repeat it, tokens past the last one repeat it;
  * their results are dropped.

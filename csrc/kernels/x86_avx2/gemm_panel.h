@@ -9,10 +9,11 @@
  * blocks, FILL transposes the rows' blocks once into a row panel: vector
  * qs[b][g] holds bytes 4g..4g+3 of block b of each of the 8 rows (as the
  * type's integer step wants them: unsigned nibbles, or signed / offset Q8_0
- * bytes) beside the rows' widened scales d (and Q4_1 mins m). Then 4 tokens
- * at a time, their 8-row accumulators in registers: DOT4 turns the panel's
- * block b and the 4 tokens' activation bytes into 4 vectors of exact int32
- * block dots k0·I_0 + k1·I_1 (lane r: row r; k_h the token's Q8_H
+ * bytes) beside the rows' widened scales d (and Q4_1 mins m). Then a tile of
+ * tokens at a time (PANELS panels x TILE tokens: 2 x 2 on AVX2, 1 x 4 on
+ * AVX-VNNI), their accumulators in registers: DOT turns the panels' block b
+ * and the tile's activation bytes into vectors of exact int32 block dots
+ * k0·I_0 + k1·I_1 (lane r: a panel's row r; k_h the token's Q8_H
  * multipliers), starting from each token's per-block correction `start`
  * (-c · (sum_0 + sum_1) for a weight offset c, from the activation side);
  * the reference's float step then runs lane-wise:
@@ -22,7 +23,7 @@
  * store and load are exact). Rows past the last one repeat it and tokens
  * past the last one repeat it; their results are dropped.
  *
- * A new block type plugs in with its FILL, its DOT4 (per ISA) and the
+ * A new block type plugs in with its FILL, its DOT (per ISA) and the
  * driver below, as the float types do with COLIBRI_GEMM_FLOAT_TILED_DEFINE.
  */
 #ifndef COLIBRI_X86_GEMM_PANEL_H

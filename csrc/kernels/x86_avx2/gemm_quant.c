@@ -1,7 +1,7 @@
 /*
  * x86_avx2/gemm_quant.c — the multi-token kernels (gemm) of the block types
- * with AVX2: 8 weight rows in the lanes, 4 tokens at a time through the
- * panel driver (gemm_panel.h). Weights and activations are both in the paired
+ * with AVX2: 8 weight rows in the lanes, 2 panels (16 rows) against 2 tokens
+ * at a time through the panel driver (gemm_panel.h). Weights and activations are both in the paired
  * layout (COLIBRI_P8_FILL_PAIRED, colibri_token_pairs): each 4-byte group holds two
  * values of half 0 then two of half 1, so vpmaddubsw (unsigned × signed bytes
  * → int16 pair sums) leaves half 0's sums in the even words and half 1's in
