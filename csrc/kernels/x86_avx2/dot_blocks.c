@@ -28,8 +28,8 @@ static inline __m256i colibri_rows_halves8(__m256i s0, __m256i s1, __m256i s2, _
     return _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
 }
 
-/* [v_0 x4 | v_1 x4]: an activation block's per-half values (its half sums A_h, Q8_H's
- * multipliers k_h), each repeated for the 4 rows. */
+/* [v_0 x4 | v_1 x4]: an activation block's per-half values (its half sums A_h), each
+ * repeated for the 4 rows. */
 static inline __m256i colibri_act_halves8(const int16_t v[2]) {
     return _mm256_setr_m128i(_mm_set1_epi32(v[0]), _mm_set1_epi32(v[1]));
 }
@@ -330,9 +330,9 @@ COLIBRI_AVX2_K_CORE(colibri_dot4_iq4_xs_avx2, colibri_block_iq4_xs, colibri_iq4_
 #define COLIBRI_K_Q8_H(blk) colibri_q8_h_k16(blk)
 #define COLIBRI_K_NONE(blk) _mm256_set1_epi16(1)
 
-/* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (Q8_H:
- * K COLIBRI_K_Q8_H, has_k; Q8_S: COLIBRI_K_NONE): quants QUANTS (MADD), offset C, block
- * scales D4, Q5_1's min form (HAS_M: M = 1) with DM4. */
+/* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (K: the
+ * words MADD multiplies by, COLIBRI_K_Q8_H or COLIBRI_K_NONE for Q8_S): quants QUANTS (MADD),
+ * offset C, block scales D4, Q5_1's min form (HAS_M: M = 1) with DM4. */
 #define COLIBRI_AVX2_BLOCK_CORE(NAME, WBLOCK, ABLOCK, K, QUANTS, MADD, C, D4, HAS_M, DM4)                         \
     static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
         const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                                \

@@ -47,9 +47,8 @@ float colibri_f16_to_f32(uint16_t h) __attribute__((const));
 /* The tile of an integer form (below): 2 panels (16 rows) against 2 tokens, so that each
  * activation broadcast feeds both panels (as gemm_quant.c's; kernels_bench, 64 tokens in
  * cache, two series: Q5_0 +5-9%, Q5_1 +5-10%, MXFP4 +4-6%, Q3_K +2-4%, Q2_K, Q4_K, Q5_K and
- * Q6_K between -4% and +3%), but 1 panel against
- * 4 tokens for the ABS form, whose vpsignb per token and panel the broadcasts do not share
- * (IQ4_NL / IQ4_XS 1-4% slower on 2 x 2). */
+ * Q6_K between -4% and +3%), but 1 panel against 4 tokens for the ABS form, whose vpsignb
+ * per token and panel the broadcasts do not share (IQ4_NL / IQ4_XS 1-4% slower on 2 x 2). */
 #define COLIBRI_GB_PANELS(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 1 : 2)
 #define COLIBRI_GB_TILE(SIGNED) ((SIGNED) == COLIBRI_GB_ABS ? 4 : 2)
 
@@ -94,9 +93,9 @@ typedef struct colibri_group_tokens {
 } colibri_group_tokens;
 
 /* The side of tokens t0.. (nt of them, a multiple of the tile; real ones kt) for groups
- * [g0, g0 + ng) from their Q8_S (act COLIBRI_GB_Q8_S) or Q8_H blocks. Inline on purpose: as a plain static function GCC 12.2 (-O1 and
- * up; its IPA mod/ref analysis, gone with -fno-ipa-modref -fno-ipa-pure-const) dropped
- * every call to it. */
+ * [g0, g0 + ng) from their Q8_S (act COLIBRI_GB_Q8_S) or Q8_H blocks. Inline on purpose:
+ * as a plain static function GCC 12.2 (-O1 and up; its IPA mod/ref analysis, gone with
+ * -fno-ipa-modref -fno-ipa-pure-const) dropped every call to it. */
 static inline void colibri_group_tokens_fill(colibri_group_tokens *side, const char *x, int64_t x_stride, int64_t t0,
                                              int64_t nt, int64_t kt, int64_t g0, int64_t ng, int biased, int act,
                                              int32_t ca) {

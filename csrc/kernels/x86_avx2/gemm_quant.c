@@ -1,9 +1,10 @@
 /*
  * x86_avx2/gemm_quant.c — the multi-token kernels (gemm) of the block types
  * with AVX2: 8 weight rows in the lanes, 2 panels (16 rows) against 2 tokens
- * at a time through the panel driver (gemm_panel.h). Weights and activations are both in the paired
- * layout (COLIBRI_P8_FILL_PAIRED, colibri_token_pairs): each 4-byte group holds two
- * values of half 0 then two of half 1, so vpmaddubsw (unsigned × signed bytes
+ * at a time through the panel driver (gemm_panel.h). Weights and activations
+ * are both in the paired layout (COLIBRI_P8_FILL_PAIRED, colibri_token_pairs):
+ * each 4-byte group holds two values of half 0 then two of half 1, so
+ * vpmaddubsw (unsigned × signed bytes
  * → int16 pair sums) leaves half 0's sums in the even words and half 1's in
  * the odd ones, and one vpmaddwd against the token's (k0, k1) word pair
  * widens a row's two halves times their multipliers into int32:
@@ -56,8 +57,9 @@ static inline void colibri_p8_fill_q8_0(colibri_panel8 *p, int64_t b, const char
 
 /* The tile's 2 tokens on the 2 panels (16 rows): each activation broadcast feeds both
  * panels' products, so a block takes 16 broadcasts for 16 rows and 2 tokens, where 8 rows
- * and 4 tokens took 32 (on Zen 3 a broadcast from memory takes a shuffle pipe, and the
- * vector pipes bound the loop: llvm-mca). isum[p][j]: panel p, token j. */
+ * and 4 tokens took 32. llvm-mca (znver3) expected 11-18% fewer cycles from that; this
+ * Zen 3 measured Q4_1 +6-8% and Q8_0 / Q4_0 level (docs/KERNELS.md). isum[p][j]: panel p,
+ * token j. */
 static inline void colibri_p8_dot_q8_0(const colibri_panel8 p[2], int64_t b, const char *const a[2],
                                        const int32_t start[2], const int16_t k[2][2], __m256i isum[2][2]) {
     __m256i k0 = colibri_p8_k_pair(k[0]), k1 = colibri_p8_k_pair(k[1]);
