@@ -128,11 +128,24 @@ static inline void colibri_p8_transpose(const char *const blk[8], int64_t at, __
     colibri_p8_transpose4(z, out);
 }
 
-/* Lane r: the f16 at blk[r] + at, widened (exact). */
+/* Lane r: the f16 at blk[r] + at, widened (exact). The eight halves are gathered in a
+ * register: stored one by one and loaded as one vector they stalled the load on store
+ * forwarding (~6% of the Q4_K gemm's samples, perf). */
+static inline int colibri_p8_u16(const char *at) {
+    uint16_t h;
+    memcpy(&h, at, sizeof h);
+    return h;
+}
 static inline __m256 colibri_p8_f16(const char *const blk[8], int64_t at) {
-    uint16_t h[COLIBRI_P8_ROWS];   /* h: [row] */
-    for (int r = 0; r < COLIBRI_P8_ROWS; r++) memcpy(&h[r], blk[r] + at, sizeof h[r]);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    __m128i v = _mm_cvtsi32_si128(colibri_p8_u16(blk[0] + at));
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[1] + at), 1);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[2] + at), 2);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[3] + at), 3);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[4] + at), 4);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[5] + at), 5);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[6] + at), 6);
+    v = _mm_insert_epi16(v, colibri_p8_u16(blk[7] + at), 7);
+    return _mm256_cvtph_ps(v);
 }
 
 /* The panel's block b: groups 0..3 the low nibbles of the 16 bytes at `at`,
@@ -233,7 +246,10 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                 }                                                                                            \
                 PANEL_FILL PANEL_ARGS;                                                                       \
                 __m256i keep[PANELS];   /* keep: [panel] its real rows' lanes */                             \
+                int full[PANELS];       /* full: [panel] all 8 rows real (plain loads and stores of y: the   \
+                                           masked ones are slow on AMD, ~2% of the Q4_K gemm's samples) */   \
                 for (int p = 0; p < (PANELS); p++) {                                                         \
+                    full[p] = kr >= COLIBRI_P8_ROWS * (p + 1);                                               \
                     keep[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr - COLIBRI_P8_ROWS * p),           \
                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));                 \
                 }                                                                                            \
@@ -248,8 +264,10 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                         TILE_J(j, t);                                                                        \
                         COLIBRI_P8_UNROLL                                                                    \
                         for (int p = 0; p < (PANELS); p++) {                                                 \
-                            acc[p][j] = u0 == 0 ? _mm256_setzero_ps()                                        \
-                                                : _mm256_maskload_ps(y + t * y_stride + r0 + COLIBRI_P8_ROWS * p, keep[p]); \
+                            float *yp = y + t * y_stride + r0 + COLIBRI_P8_ROWS * p;                         \
+                            acc[p][j] = u0 == 0    ? _mm256_setzero_ps()                                     \
+                                        : full[p] ? _mm256_loadu_ps(yp)                                      \
+                                                   : _mm256_maskload_ps(yp, keep[p]);                         \
                         }                                                                                    \
                     }                                                                                        \
                     for (int64_t u = 0; u < nu; u++) {                                                       \
@@ -260,7 +278,12 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                         if (j0 + j >= kt) continue;                                                          \
                         COLIBRI_P8_UNROLL                                                                    \
                         for (int p = 0; p < (PANELS); p++) {                                                 \
-                            _mm256_maskstore_ps(y + (t0 + j0 + j) * y_stride + r0 + COLIBRI_P8_ROWS * p, keep[p], acc[p][j]); \
+                            float *yp = y + (t0 + j0 + j) * y_stride + r0 + COLIBRI_P8_ROWS * p;             \
+                            if (full[p]) {                                                                   \
+                                _mm256_storeu_ps(yp, acc[p][j]);                                             \
+                            } else {                                                                         \
+                                _mm256_maskstore_ps(yp, keep[p], acc[p][j]);                                 \
+                            }                                                                                \
                         }                                                                                    \
                     }                                                                                        \
                 }                                                                                            \
