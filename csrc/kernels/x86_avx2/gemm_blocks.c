@@ -232,9 +232,7 @@ static inline __attribute__((always_inline)) void colibri_gb_isum(const colibri_
             }
             COLIBRI_P8_UNROLL
             for (int j = 0; j < tile; j++) {
-                int32_t word;
-                memcpy(&word, b + 32 * j + 4 * k, sizeof word);
-                __m256i a = _mm256_set1_epi32(word);
+                __m256i a = colibri_p8_bcast((const char *)b + 32 * j, k);
                 COLIBRI_P8_UNROLL
                 for (int p = 0; p < panels; p++) {
                     __m256i prod = form == COLIBRI_GB_ABS ? _mm256_maddubs_epi16(qa[p], _mm256_sign_epi8(a, q[p]))
