@@ -215,6 +215,20 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
     }
 }
 
+/* A panel's 8 running sums in y at yp: plain moves when all 8 rows are real (full), else
+ * only the real rows' lanes (keep); the masked moves are slow on AMD (~2% of the Q4_K
+ * gemm's samples, perf), so they are kept for the last, partial panel. */
+static inline __m256 colibri_p8_y_load(const float *yp, int full, __m256i keep) {
+    return full ? _mm256_loadu_ps(yp) : _mm256_maskload_ps(yp, keep);
+}
+static inline void colibri_p8_y_store(float *yp, int full, __m256i keep, __m256 v) {
+    if (full) {
+        _mm256_storeu_ps(yp, v);
+    } else {
+        _mm256_maskstore_ps(yp, keep, v);
+    }
+}
+
 /* ---- the driver ----------------------------------------------------------------------
  * The loop nest of every 8-row panel gemm (COLIBRI_PANEL8_GEMM below, gemm_blocks.c's
  * COLIBRI_GROUP_PANEL8_GEMM): tokens in chunks of chunk_tokens, the row's N_UNITS
@@ -249,8 +263,7 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                 }                                                                                            \
                 PANEL_FILL PANEL_ARGS;                                                                       \
                 __m256i keep[PANELS];   /* keep: [panel] its real rows' lanes */                             \
-                int full[PANELS];       /* full: [panel] all 8 rows real (plain loads and stores of y: the   \
-                                           masked ones are slow on AMD, ~2% of the Q4_K gemm's samples) */   \
+                int full[PANELS];       /* full: [panel] all 8 rows real (colibri_p8_y_load / _store) */     \
                 for (int p = 0; p < (PANELS); p++) {                                                         \
                     full[p] = kr >= COLIBRI_P8_ROWS * (p + 1);                                               \
                     keep[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)kr - COLIBRI_P8_ROWS * p),           \
@@ -267,10 +280,9 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                         TILE_J(j, t);                                                                        \
                         COLIBRI_P8_UNROLL                                                                    \
                         for (int p = 0; p < (PANELS); p++) {                                                 \
-                            float *yp = y + t * y_stride + r0 + COLIBRI_P8_ROWS * p;                         \
-                            acc[p][j] = u0 == 0    ? _mm256_setzero_ps()                                     \
-                                        : full[p] ? _mm256_loadu_ps(yp)                                      \
-                                                   : _mm256_maskload_ps(yp, keep[p]);                         \
+                            acc[p][j] = u0 == 0 ? _mm256_setzero_ps()                                        \
+                                                : colibri_p8_y_load(y + t * y_stride + r0 + COLIBRI_P8_ROWS * p, \
+                                                                    full[p], keep[p]);                       \
                         }                                                                                    \
                     }                                                                                        \
                     for (int64_t u = 0; u < nu; u++) {                                                       \
@@ -281,12 +293,8 @@ static inline void colibri_p8_prefetch_next(const char *w, int64_t w_stride, int
                         if (j0 + j >= kt) continue;                                                          \
                         COLIBRI_P8_UNROLL                                                                    \
                         for (int p = 0; p < (PANELS); p++) {                                                 \
-                            float *yp = y + (t0 + j0 + j) * y_stride + r0 + COLIBRI_P8_ROWS * p;             \
-                            if (full[p]) {                                                                   \
-                                _mm256_storeu_ps(yp, acc[p][j]);                                             \
-                            } else {                                                                         \
-                                _mm256_maskstore_ps(yp, keep[p], acc[p][j]);                                 \
-                            }                                                                                \
+                            colibri_p8_y_store(y + (t0 + j0 + j) * y_stride + r0 + COLIBRI_P8_ROWS * p,      \
+                                               full[p], keep[p], acc[p][j]);                                 \
                         }                                                                                    \
                     }                                                                                        \
                 }                                                                                            \
