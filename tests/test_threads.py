@@ -3,6 +3,8 @@ same for 1, 3 and 4 threads and every `numa` placement (the C tests cover more c
 shapes); a placement of "none" leaves the workers unpinned; bad values are one-line errors."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,61 @@ def test_default_threads_one_per_physical_core(tiny):
 def test_bad_numa_is_a_value_error(tiny):
     with pytest.raises(ValueError, match="numa must be one of distribute, isolate, none"):
         colibri.load(tiny.path, numa="interleave")
+
+
+STACK_CHILD = r"""
+import resource, sys, threading
+import numpy as np
+import colibri
+
+path, out = sys.argv[1], sys.argv[2]
+ids = [int(i) for i in sys.argv[3].split(",")]
+print("stack", resource.getrlimit(resource.RLIMIT_STACK)[0] >> 10, "KiB", flush=True)
+with colibri.load(path, threads=2) as m:
+    try:
+        m.logits(ids)
+        print("main thread: ran")
+    except ValueError as e:
+        print("main thread refused:", e)
+    threading.stack_size(4 << 20)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("logits", m.logits(ids)))
+    t.start()
+    t.join()
+    np.save(out, got["logits"])
+"""
+
+
+def test_small_default_thread_stacks_neither_crash_nor_refuse_a_large_caller(tiny_model_factory, tmp_path):
+    """A forward step's kernels keep ~255 KiB on the stack (the AVX2 gemm of the 256-element
+    types: two panels and the tokens' side of a chunk). Under `ulimit -s 256` (glibc then gives
+    every new thread 256 KiB; musl always gives 128 KiB) the workers are still made with
+    enough, a calling thread with too little is refused in one line, and a caller with a large
+    stack gets the logits of an unlimited process bitwise. The file is all Q4_K, so a 40-token
+    prompt takes those gemms."""
+    import resource
+    import subprocess
+    import sys
+
+    from test_gguf_blocks import MODEL, _uniform, _write
+
+    wide = tiny_model_factory(MODEL)
+    path = tmp_path / "wide-q4_k.gguf"
+    _write(wide, path, _uniform("Q4_K"))
+    ids = token_ids(128, 40, seed=3)
+    with colibri.load(path, threads=2) as m:
+        want = m.logits(ids)
+
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (256 << 10, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    out = tmp_path / "logits.npy"
+    child = subprocess.run([sys.executable, "-c", STACK_CHILD, str(path), str(out), ",".join(map(str, ids))],
+                           capture_output=True, text=True, preexec_fn=small_stack, timeout=300)
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "stack 256 KiB" in child.stdout
+    refused = [line for line in child.stdout.splitlines() if line.startswith("main thread")]
+    assert len(refused) == 1 and re.fullmatch(
+        r"main thread refused: forward: the calling thread's stack is 2[0-9]{2} KiB, the kernels need 512 KiB "
+        r"\(raise `ulimit -s`, or call from a thread with a larger stack\)", refused[0]), child.stdout
+    assert np.load(out).tobytes() == want.tobytes()

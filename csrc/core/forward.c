@@ -244,6 +244,13 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
 COLIBRI_API int colibri_forward_span(colibri_context *ctx, const colibri_batch *batch,
                                      const colibri_layer_span *span, const colibri_outputs *out) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: context is NULL");
+    size_t stack = colibri_thread_stack_bytes();
+    if (stack < COLIBRI_THREAD_STACK_MIN) {   /* the caller runs thread 0's share: the kernels' frames */
+        return colibri_error_set(COLIBRI_ERR_INVALID,
+                                 "forward: the calling thread's stack is %zu KiB, the kernels need %zu KiB "
+                                 "(raise `ulimit -s`, or call from a thread with a larger stack)",
+                                 stack >> 10, COLIBRI_THREAD_STACK_MIN >> 10);
+    }
     colibri_profile_begin(ctx);
     colibri_step_span sp;
     int rc = colibri_batch_check(ctx, batch);

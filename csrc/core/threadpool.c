@@ -144,6 +144,31 @@ static void colibri_cpu_set(cpu_set_t *set, int32_t cpu) {
     if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, set);
 }
 
+/* A worker's attributes: a stack of COLIBRI_THREAD_STACK_MIN bytes or the system's default if
+ * larger, never the default alone (musl's is 128 KiB, and glibc's follows `ulimit -s`). */
+static void colibri_worker_attr_init(pthread_attr_t *attr) {
+    size_t size = 0;
+    pthread_attr_init(attr);
+    if (pthread_attr_getstacksize(attr, &size) != 0 || size < COLIBRI_THREAD_STACK_MIN) {
+        pthread_attr_setstacksize(attr, COLIBRI_THREAD_STACK_MIN);
+    }
+}
+
+size_t colibri_thread_stack_bytes(void) {
+    static __thread size_t bytes;   /* 0: not looked up yet on this thread */
+    if (bytes == 0) {
+        pthread_attr_t attr;
+        void *base = NULL;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            if (pthread_attr_getstack(&attr, &base, &size) != 0) size = 0;
+            pthread_attr_destroy(&attr);
+        }
+        bytes = size > 0 ? size : SIZE_MAX;   /* unknown: assume enough */
+    }
+    return bytes;
+}
+
 colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *cpus) {
     colibri_threadpool *pool = NULL;
     if (posix_memalign((void **)&pool, COLIBRI_LINE, sizeof *pool) != 0) pool = NULL;
@@ -174,7 +199,7 @@ colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *
         pool->workers[i].pool = pool;
         pool->workers[i].index = i + 1;
         pthread_attr_t attr;
-        pthread_attr_init(&attr);
+        colibri_worker_attr_init(&attr);
         if (cpus) {   /* the thread starts on its CPU, so its stack is first touched there */
             cpu_set_t set;
             colibri_cpu_set(&set, cpus[i + 1]);
@@ -183,7 +208,7 @@ colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *
         int rc = pthread_create(&pool->threads[i], &attr, colibri_worker_main, &pool->workers[i]);
         if (rc != 0 && cpus) {   /* the CPU may have gone away: start unpinned */
             pthread_attr_destroy(&attr);
-            pthread_attr_init(&attr);
+            colibri_worker_attr_init(&attr);
             rc = pthread_create(&pool->threads[i], &attr, colibri_worker_main, &pool->workers[i]);
             pool->pinned = 0;
         }

@@ -8,6 +8,7 @@
 #ifndef COLIBRI_THREADPOOL_H
 #define COLIBRI_THREADPOOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct colibri_threadpool colibri_threadpool;
@@ -34,6 +35,17 @@ void colibri_threadpool_nap(colibri_threadpool *pool);
  * and resets those sums: busy: [n_threads] (busy[0] unused), *caller_wait. */
 void colibri_threadpool_timing(colibri_threadpool *pool, int on);
 void colibri_threadpool_take_times(colibri_threadpool *pool, double *busy, double *caller_wait);
+
+/* The stack a thread running a forward step needs: the AVX2 gemm of the 256-element types keeps
+ * its two panels and the tokens' side of a chunk on the stack (~255 KiB; a 2-thread Q4_K_M
+ * prefill crashed in a worker under `ulimit -s 256`, whose size glibc gives new threads), so
+ * twice that. Workers are created with at least this much; colibri_forward refuses a calling
+ * thread with less in one line. */
+#define COLIBRI_THREAD_STACK_MIN ((size_t)512 << 10)
+
+/* The calling thread's stack size in bytes (SIZE_MAX where the system does not say),
+ * looked up once per thread. */
+size_t colibri_thread_stack_bytes(void);
 
 /* The static share [*lo, *hi) of n items for thread i of nt. */
 void colibri_range_split(int64_t n, int32_t i, int32_t nt, int64_t *lo, int64_t *hi);

@@ -350,7 +350,10 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
 
 /* One forward step over the batch. Validates the whole batch (token ids,
  * sequence ids, positions, size) before touching the cache. Releases no locks
- * of its own and takes none of the caller's; safe to call without the GIL. */
+ * of its own and takes none of the caller's; safe to call without the GIL.
+ * The calling thread runs a share of the step, and the kernels keep up to
+ * ~255 KiB on its stack: a thread with a stack under 512 KiB is refused
+ * (COLIBRI_ERR_INVALID; the context's own workers always get that much). */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 
