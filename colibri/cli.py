@@ -364,7 +364,7 @@ def _numa_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--numa", choices=NUMA_MODES, default=None,
                    help="thread placement on multi-socket hosts: distribute (cores of every NUMA node in turn) "
                         "or isolate (the current node only); none: leave threads unpinned "
-                        "(default: one thread per physical core, pinned)")
+                        "(default: one thread per physical core, at most the cgroup CPU quota, pinned)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -125,7 +125,8 @@ def load(path: str | os.PathLike, threads: int | None = None, *, n_ctx: int | No
          expert_profile: str | os.PathLike | None = None, prefetch: bool | int = True, precision: str = "default"):
     """Load a model (Hugging Face directory, GGUF file or .colibri file); see ``colibri.Model`` for the API.
 
-    threads: worker threads for the forward pass (None: one per physical core).
+    threads: worker threads for the forward pass (None: one per physical core, at most the
+        cgroup CPU quota).
     n_ctx: context length of the KV cache (default min(config's max positions, 4096)).
     n_seq: sequences that can be cached at once (for batched use of ``Model.forward``).
     n_batch: most tokens one forward step takes (longer prompts are split).

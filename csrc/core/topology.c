@@ -218,9 +218,11 @@ int colibri_placement_plan(int32_t mode, int32_t n_threads, colibri_thread_plan 
     if (colibri_topology_this_process(&t) != COLIBRI_OK) return COLIBRI_ERR_INVALID;
     int cpu = sched_getcpu();
     int32_t home = colibri_topology_node_of(&t, cpu >= 0 ? cpu : 0);
-    if (n_threads <= 0) {
+    if (n_threads <= 0) {   /* a core each, no more than the CPU quota lets run at once */
         int32_t cores = colibri_topology_cores(&t, mode, home);
-        n_threads = cores < COLIBRI_MAX_THREADS ? cores : COLIBRI_MAX_THREADS;
+        int32_t quota = colibri_cpu_quota("/proc/self/cgroup", "/proc/self/mountinfo");
+        n_threads = quota > 0 && quota < cores ? quota : cores;
+        n_threads = n_threads < COLIBRI_MAX_THREADS ? n_threads : COLIBRI_MAX_THREADS;
     }
     plan->n_threads = n_threads;
     plan->n_nodes = t.n_nodes;

@@ -6,7 +6,7 @@
  * A plan lists CPUs in the order threads take them: one hardware thread of
  * every physical core first (SMT siblings only once every core has a thread),
  * so the default thread count — the number of physical cores the process may
- * use — never puts two threads on one core.
+ * use, capped by its cgroup CPU quota — never puts two threads on one core.
  */
 #ifndef COLIBRI_TOPOLOGY_H
 #define COLIBRI_TOPOLOGY_H
@@ -67,6 +67,14 @@ typedef struct colibri_thread_plan {
  * process's CPUs (its affinity mask, sysfs). Free with colibri_thread_plan_free. */
 int colibri_placement_plan(int32_t mode, int32_t n_threads, colibri_thread_plan *plan);
 void colibri_thread_plan_free(colibri_thread_plan *plan);
+
+/* The CPUs' worth of time the cgroup CPU quota of this process allows: ceil(quota / period),
+ * the tightest over its cgroup and every ancestor (v2 cpu.max, v1 cpu.cfs_quota_us and
+ * cpu.cfs_period_us), at most COLIBRI_QUOTA_CPUS_MAX; 0 where none is set or readable.
+ * proc_cgroup, mountinfo: the files to read (/proc/self/cgroup, /proc/self/mountinfo; the
+ * tests pass fakes). The default thread count is capped by it (colibri_placement_plan). */
+#define COLIBRI_QUOTA_CPUS_MAX (1 << 20)
+int32_t colibri_cpu_quota(const char *proc_cgroup, const char *mountinfo);
 
 /* Binds the whole pages inside [addr, addr + len) of an anonymous mapping,
  * before they are first touched, to nodes[0..n) (Linux mbind: MPOL_BIND for

@@ -286,7 +286,7 @@ COLIBRI_API const colibri_hparams *colibri_model_hparams(const colibri_model *m)
 
 /* ---- context: KV cache for n_seq sequences of up to n_ctx positions,
  * scratch for batches of up to n_batch tokens, a pool of n_threads threads
- * (n_threads <= 0: one per physical core; COLIBRI_PLACE_CORES). Everything is allocated here; a
+ * (n_threads <= 0: one per physical core, at most the cgroup CPU quota; COLIBRI_PLACE_CORES). Everything is allocated here; a
  * forward step allocates nothing. The model must outlive the context. */
 COLIBRI_API colibri_context *colibri_context_create(const colibri_model *m, int32_t n_ctx,
                                                     int32_t n_seq, int32_t n_batch,
@@ -313,7 +313,7 @@ typedef enum colibri_placement {
 /* Everything colibri_context_create_kv takes, plus the placement. */
 typedef struct colibri_context_params {
     int32_t n_ctx, n_seq, n_batch;
-    int32_t n_threads;   /* <= 0: one per physical core the placement may use */
+    int32_t n_threads;   /* <= 0: one per physical core the placement may use, at most the cgroup CPU quota */
     int32_t kv_dtype;    /* COLIBRI_DTYPE_F32 or COLIBRI_DTYPE_F16 */
     int32_t placement;   /* colibri_placement */
 } colibri_context_params;
@@ -424,7 +424,7 @@ COLIBRI_API int colibri_model_metadata(const colibri_model *m, const char **json
 
 /* Plain-C convenience: load path and create a context for one sequence of up
  * to n_ctx positions, batches of up to min(n_ctx, 512) tokens, n_threads
- * threads (<= 0: one per physical core). The context owns the model: release both with
+ * threads (<= 0: one per physical core, at most the cgroup CPU quota). The context owns the model: release both with
  * colibri_free (not colibri_context_free). Run steps with colibri_forward. */
 COLIBRI_API colibri_context *colibri_init(const char *path, int32_t n_ctx, int32_t n_threads);
 COLIBRI_API void colibri_free(colibri_context *ctx);

@@ -4,7 +4,8 @@
  * numbering (SMT siblings 8 apart, two NUMA nodes), an AMD numbering
  * (siblings adjacent, thread_siblings_list only), a container that hides
  * the topology files, a malformed online list and an affinity mask that
- * leaves out CPUs; then this machine's own tree and an mbind of one node.
+ * leaves out CPUs; then this machine's own tree and an mbind of one node; and
+ * the cgroup CPU quota reader on fake /proc files and cgroup trees.
  * Prints "N passed, M failed"; exit 1 on failure.
  */
 #define _GNU_SOURCE 1   /* mkdtemp, MAP_ANONYMOUS */
@@ -42,8 +43,8 @@ static void fake_write(const char *rel, const char *text) {
 }
 
 static void fake_clear(void) {
-    char command[600];
-    snprintf(command, sizeof command, "rm -rf '%s'/cpu '%s'/node", root, root);
+    char command[1400];
+    snprintf(command, sizeof command, "rm -rf '%s'/cpu '%s'/node '%s'/proc '%s'/fs", root, root, root, root);
     CHECK(system(command) == 0, "clear the fake tree");
 }
 
@@ -176,6 +177,71 @@ static void test_this_machine(void) {
     munmap(p, len);
 }
 
+/* colibri_cpu_quota on fake /proc/self/cgroup and mountinfo files whose mount points lie in
+ * root/fs: v1 and v2, a parent's quota binding its child, fractions rounded up, "max" and -1
+ * for none, a namespace root (the process's path not under the mount), malformed files. */
+static int32_t quota_of(const char *cgroup, const char *mountinfo) {
+    char pc[512], mi[512];
+    fake_write("proc/cgroup", cgroup);
+    fake_write("proc/mountinfo", mountinfo);
+    snprintf(pc, sizeof pc, "%s/proc/cgroup", root);
+    snprintf(mi, sizeof mi, "%s/proc/mountinfo", root);
+    return colibri_cpu_quota(pc, mi);
+}
+
+static void test_cpu_quota(void) {
+    char v1[2048], v2[2048];
+    snprintf(v1, sizeof v1,
+             "31 23 0:28 / %s/fs/memory rw - cgroup cgroup rw,memory\n"
+             "32 23 0:29 / %s/fs/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n", root, root);
+    snprintf(v2, sizeof v2, "40 23 0:30 / %s/fs/unified rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", root);
+    /* v1: the process's group allows 1.5 CPUs (150000 / 100000): 2 */
+    fake_write("fs/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    fake_write("fs/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    fake_write("fs/cpu,cpuacct/pod/app/cpu.cfs_quota_us", "150000\n");
+    fake_write("fs/cpu,cpuacct/pod/app/cpu.cfs_period_us", "100000\n");
+    fake_write("fs/cpu,cpuacct/pod/cpu.cfs_quota_us", "-1\n");
+    fake_write("fs/cpu,cpuacct/pod/cpu.cfs_period_us", "100000\n");
+    CHECK(quota_of("4:memory:/pod/app\n3:cpu,cpuacct:/pod/app\n", v1) == 2, "v1 quota 1.5 CPUs is 2 threads");
+    /* a parent's tighter quota binds the child */
+    fake_write("fs/cpu,cpuacct/pod/cpu.cfs_quota_us", "50000\n");
+    CHECK(quota_of("3:cpu,cpuacct:/pod/app\n", v1) == 1, "v1 parent's quota of half a CPU binds");
+    /* no cpu controller in the process's list, or no cgroup at all: none */
+    CHECK(quota_of("4:memory:/pod/app\n", v1) == 0, "v1 without the cpu controller: no quota");
+    CHECK(quota_of("", v1) == 0, "empty /proc/self/cgroup: no quota");
+    /* a namespace root: the process's path is not under the mount, whose own files count */
+    fake_write("fs/cpu,cpuacct/cpu.cfs_quota_us", "300000\n");
+    CHECK(quota_of("3:cpu,cpuacct:/docker/abc\n", v1) == 3, "namespace root: the mount point's quota");
+    /* v2: cpu.max "QUOTA PERIOD", "max PERIOD" for none, ancestors bind */
+    fake_write("fs/unified/cpu.max", "max 100000\n");
+    fake_write("fs/unified/a/cpu.max", "max 100000\n");
+    fake_write("fs/unified/a/b/cpu.max", "400000 100000\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 4, "v2 cpu.max 400000 100000 is 4");
+    fake_write("fs/unified/a/cpu.max", "250000 100000\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 3, "v2 parent's 2.5 CPUs bind: 3");
+    fake_write("fs/unified/a/cpu.max", "max 100000\n");
+    fake_write("fs/unified/a/b/cpu.max", "max 100000\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 0, "v2 max everywhere: no quota");
+    /* malformed: every file hostile, none a failure */
+    fake_write("fs/unified/a/b/cpu.max", "-5 100000\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 0, "negative quota ignored");
+    fake_write("fs/unified/a/b/cpu.max", "100000 0\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 0, "zero period ignored");
+    fake_write("fs/unified/a/b/cpu.max", "99999999999999999999 100000\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 0, "overflowing quota ignored");
+    fake_write("fs/unified/a/b/cpu.max", "junk\n");
+    CHECK(quota_of("0::/a/b\n", v2) == 0, "junk cpu.max ignored");
+    CHECK(quota_of("0::/a/b\n", "garbage without fields\n- \n") == 0, "malformed mountinfo ignored");
+    CHECK(quota_of("0:/a/b\nnot a line\n:::\n", v2) == 0, "malformed cgroup lines ignored");
+    char missing[512];
+    snprintf(missing, sizeof missing, "%s/proc/none", root);
+    CHECK(colibri_cpu_quota(missing, missing) == 0, "missing /proc files: no quota");
+    /* and this process's own, whatever it is, is a count or none */
+    int32_t own = colibri_cpu_quota("/proc/self/cgroup", "/proc/self/mountinfo");
+    printf("this process's cgroup CPU quota: %d CPUs (0: none)\n", own);
+    CHECK(own >= 0, "this process's quota");
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/colibri-topology-XXXXXX");
     if (!mkdtemp(root)) {
@@ -186,6 +252,7 @@ int main(void) {
     test_adjacent_siblings();
     test_hidden_and_malformed();
     test_this_machine();
+    test_cpu_quota();
     fake_clear();
     rmdir(root);
     printf("%d passed, %d failed\n", n_passed, n_failed);
