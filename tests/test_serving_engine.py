@@ -396,3 +396,34 @@ def test_a_failed_step_fails_its_sequences_and_the_engine_goes_on(monkeypatch):
 def test_bad_requests_raise_one_line(lone, prompt, params, n, message):
     with pytest.raises(ValueError, match=message):
         lone.submit(prompt, params, n=n)
+
+
+def test_engine_thread_has_the_stack_the_kernels_need(tmp_path):
+    """The engine's forward steps run on its own thread, and the kernels want 512 KiB of a
+    calling thread's stack (colibri_forward refuses less). Under `ulimit -s 256` (glibc then
+    gives new threads 256 KiB; musl always gives 128 KiB) the engine still serves: its thread is
+    made with a stack of its own size, and the tokens are those of an unlimited process."""
+    import resource
+    import subprocess
+    import sys
+
+    script = ("import json, colibri\n"
+              "from colibri.serving import Engine, GenerationParams\n"
+              f"with colibri.load({str(DEMO)!r}, threads=2) as model:\n"
+              "    engine = Engine(model)\n"
+              "    engine.start()\n"
+              "    ids = model.tokenizer.encode('And it came to pass')\n"
+              "    outs = list(engine.submit(ids, GenerationParams(max_tokens=8, temperature=0)))\n"
+              "    print(json.dumps([o.token for o in outs if o.token is not None]))\n"
+              "    engine.close()\n")
+    with load(1) as model:
+        ids = model.tokenizer.encode("And it came to pass")
+        want = tokens_of(run(Engine(model), ids, GenerationParams(max_tokens=8, temperature=0)))
+
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (256 << 10, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         preexec_fn=small_stack, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert __import__("json").loads(ran.stdout.strip().splitlines()[-1]) == want

@@ -44,6 +44,9 @@ log = logging.getLogger("colibri.serving")
 _ids = itertools.count()
 
 
+ENGINE_STACK = 8 << 20   # the engine thread's stack, bytes (glibc's usual default)
+
+
 class QueueFull(Exception):
     """The waiting queue cannot take the request; try again later."""
 
@@ -181,10 +184,16 @@ class Engine:
         return held / (self.slots.n_slots * self.n_ctx)
 
     def start(self) -> None:
-        """Step on a thread of the engine's own until close()."""
+        """Step on a thread of the engine's own until close(). The forward steps run on it, and
+        the kernels want 512 KiB of its stack (colibri.h, colibri_forward): it gets ENGINE_STACK,
+        not the system's default for new threads (musl's is 128 KiB, glibc's `ulimit -s`)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="colibri-engine", daemon=True)
-            self._thread.start()
+            previous = threading.stack_size(ENGINE_STACK)
+            try:
+                self._thread = threading.Thread(target=self._loop, name="colibri-engine", daemon=True)
+                self._thread.start()
+            finally:
+                threading.stack_size(previous)
 
     def close(self) -> None:
         """Stop stepping; every unfinished sequence ends "cancelled". The model stays open."""
