@@ -175,3 +175,50 @@ def test_default_threads_follow_the_cgroup_cpu_quota(tiny, tmp_path):
         assert np.load(out).tobytes() == want.tobytes()
     finally:
         group.rmdir()
+
+
+FORK_CHILD = r"""
+import os, sys
+import numpy as np
+import colibri
+
+path = sys.argv[1]
+ids = [int(i) for i in sys.argv[2].split(",")]
+pooled = colibri.load(path, threads=2)
+paged = colibri.load(path, threads=2, expert_slots=1)
+want = pooled.logits(ids)
+paged.logits(ids)
+pid = os.fork()
+if pid == 0:   # the workers and the readers stayed in the parent
+    same = pooled.logits(ids).tobytes() == want.tobytes()
+    try:
+        paged.logits(ids)
+        refused = "ran"
+    except ValueError as e:
+        refused = str(e)
+    pooled.close()
+    paged.close()
+    print("child", same, refused, flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("parent", os.waitstatus_to_exitcode(status), pooled.logits(ids).tobytes() == want.tobytes(), flush=True)
+"""
+
+
+def test_a_forked_child_computes_the_same_logits_and_never_hangs(tiny):
+    """Threads do not survive fork() (multiprocessing's default start on Linux, gunicorn
+    --preload): a context made before a fork computes in the child on one thread, the same
+    logits bitwise; a paging context, whose readers stayed behind, refuses in one line; both
+    close in the child, and the parent goes on. Before, the child's first step waited for its
+    absent workers forever."""
+    import subprocess
+    import sys
+
+    ids = token_ids(tiny.reference.config.vocab_size, 24, seed=4)
+    ran = subprocess.run([sys.executable, "-c", FORK_CHILD, str(tiny.path), ",".join(map(str, ids))],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0] == ("child True forward: this context pages its experts with reader threads that stayed in "
+                        "the process it was made in; after fork(), load the model again"), ran.stdout
+    assert lines[1] == "parent 0 True", ran.stdout

@@ -90,6 +90,7 @@ struct colibri_paging {
     int64_t n_queued;
     colibri_expert_files files;
     pthread_t *readers;           /* readers: [n_readers] */
+    uint64_t forks;               /* colibri_fork_generation() when the readers started */
     int32_t n_readers;
     int stop;
     pthread_mutex_t mu;
@@ -529,18 +530,28 @@ int colibri_paging_step_status(colibri_context *ctx) {
 
 /* ---- public API ------------------------------------------------------------------------------ */
 
+int colibri_paging_check_process(const colibri_paging *p) {
+    if (!p || !p->readers || p->forks == colibri_fork_generation()) return COLIBRI_OK;
+    return colibri_error_set(COLIBRI_ERR_STATE, "forward: this context pages its experts with reader threads "
+                             "that stayed in the process it was made in; after fork(), load the model again");
+}
+
 void colibri_paging_free(colibri_paging *p) {
     if (!p) return;
-    if (p->readers) {
+    /* a fork() child has no reader to stop, and one may have held the mutex at the fork */
+    int here = !p->readers || p->forks == colibri_fork_generation();
+    if (p->readers && here) {
         pthread_mutex_lock(&p->mu);
         p->stop = 1;
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->mu);
         for (int32_t i = 0; i < p->n_readers; i++) pthread_join(p->readers[i], NULL);
     }
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->work);
-    pthread_cond_destroy(&p->done);
+    if (here) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->work);
+        pthread_cond_destroy(&p->done);
+    }
     colibri_expert_files_close(&p->files);
     if (p->arena) munmap(p->arena, p->arena_len);
     free(p->readers);
@@ -629,6 +640,7 @@ static int colibri_paging_tables(colibri_paging *p, const colibri_context *ctx, 
 }
 
 static int colibri_paging_start_readers(colibri_paging *p, int32_t n) {
+    p->forks = colibri_fork_generation();
     p->readers = calloc((size_t)n, sizeof *p->readers);
     if (!p->readers) return colibri_error_set(COLIBRI_ERR_NOMEM, "paging: out of memory");
     pthread_attr_t attr;

@@ -251,6 +251,7 @@ COLIBRI_API int colibri_forward_span(colibri_context *ctx, const colibri_batch *
                                  "(raise `ulimit -s`, or call from a thread with a larger stack)",
                                  stack >> 10, COLIBRI_THREAD_STACK_MIN >> 10);
     }
+    if (colibri_paging_check_process(ctx->paging) != COLIBRI_OK) return COLIBRI_ERR_STATE;
     colibri_profile_begin(ctx);
     colibri_step_span sp;
     int rc = colibri_batch_check(ctx, batch);

@@ -48,6 +48,9 @@ int colibri_paging_next_wave(colibri_context *ctx, int32_t layer);
 int colibri_paging_step_status(colibri_context *ctx);
 /* Stops the readers and frees everything (NULL: nothing). */
 void colibri_paging_free(colibri_paging *p);
+/* COLIBRI_OK, or an error when p's readers live in another process: this one is a fork()
+ * child of the one that made it (colibri_forward refuses such a step; free is safe). */
+int colibri_paging_check_process(const colibri_paging *p);
 
 /* ---- layout (expert_layout.c) ------------------------------------------------------- */
 

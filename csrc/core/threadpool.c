@@ -14,6 +14,11 @@
  * consistent, so one of the two always sees the other and no wake-up is lost;
  * a run with nobody asleep touches no mutex.
  *
+ * fork(): only the forking thread lives on in the child. An atfork handler
+ * counts the forks a process descends through; a pool made at another count
+ * runs its shares one after another on the caller and frees without joining
+ * (or touching its mutex, which a worker may have held at the fork).
+ *
  * A caller about to block on something else (an expert read) says so first
  * (colibri_threadpool_nap): the workers' spin then ends at once. Spinning
  * through a wait for storage only burns a vCPU the host could give to the
@@ -55,6 +60,7 @@ typedef struct colibri_worker {
 
 struct colibri_threadpool {
     _Alignas(COLIBRI_LINE) uint64_t generation;   /* read by every spinning worker */
+    uint64_t forks;              /* colibri_fork_generation() when the workers started */
     colibri_task_fn fn;
     void *task_ctx;
     int stop;
@@ -71,6 +77,23 @@ struct colibri_threadpool {
     pthread_cond_t wake;         /* workers sleep here for a new generation */
     pthread_cond_t done_cond;    /* the caller sleeps here for the workers */
 };
+
+/* ---- fork() ---------------------------------------------------------------------- */
+
+static uint64_t colibri_forks;   /* the child side of every fork() since the library loaded adds one */
+static pthread_once_t colibri_fork_once = PTHREAD_ONCE_INIT;
+
+static void colibri_fork_child(void) { colibri_forks++; }
+
+static void colibri_fork_watch(void) { pthread_atfork(NULL, NULL, colibri_fork_child); }
+
+uint64_t colibri_fork_generation(void) {
+    pthread_once(&colibri_fork_once, colibri_fork_watch);
+    return colibri_forks;
+}
+
+/* Whether the pool's workers live in another process (this one is a fork() child of it). */
+static int colibri_pool_orphaned(const colibri_threadpool *pool) { return pool->forks != colibri_forks; }
 
 /* ---- waiting ------------------------------------------------------------------- */
 
@@ -177,6 +200,7 @@ colibri_threadpool *colibri_threadpool_create(int32_t n_threads, const int32_t *
         return NULL;
     }
     memset(pool, 0, sizeof *pool);
+    pool->forks = colibri_fork_generation();
     pool->n_threads = 1;
     pthread_mutex_init(&pool->mutex, NULL);
     pthread_cond_init(&pool->wake, NULL);
@@ -246,6 +270,10 @@ void colibri_threadpool_run(colibri_threadpool *pool, colibri_task_fn fn, void *
         fn(task_ctx, 0, 1);
         return;
     }
+    if (colibri_pool_orphaned(pool)) {   /* a fork() child: every share on the caller, in turn */
+        for (int32_t i = 0; i < pool->n_threads; i++) fn(task_ctx, i, pool->n_threads);
+        return;
+    }
     uint64_t g = colibri_publish(pool, fn, task_ctx, 0);
     fn(task_ctx, 0, pool->n_threads);
     if (pool->timing) {
@@ -278,11 +306,14 @@ void colibri_threadpool_take_times(colibri_threadpool *pool, double *busy, doubl
 
 void colibri_threadpool_free(colibri_threadpool *pool) {
     if (!pool) return;
-    if (pool->n_threads > 1) colibri_publish(pool, NULL, NULL, 1);
-    for (int32_t i = 0; i + 1 < pool->n_threads; i++) pthread_join(pool->threads[i], NULL);
-    pthread_cond_destroy(&pool->wake);
-    pthread_cond_destroy(&pool->done_cond);
-    pthread_mutex_destroy(&pool->mutex);
+    if (!colibri_pool_orphaned(pool)) {   /* in a fork() child there is no worker to stop, and the
+                                             mutex may have been held by one at the fork */
+        if (pool->n_threads > 1) colibri_publish(pool, NULL, NULL, 1);
+        for (int32_t i = 0; i + 1 < pool->n_threads; i++) pthread_join(pool->threads[i], NULL);
+        pthread_cond_destroy(&pool->wake);
+        pthread_cond_destroy(&pool->done_cond);
+        pthread_mutex_destroy(&pool->mutex);
+    }
     free(pool->threads);
     free(pool->workers);
     free(pool);

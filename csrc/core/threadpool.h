@@ -3,7 +3,10 @@
  * colibri_threadpool_run(pool, fn, arg) calls fn(arg, i, n) once for every
  * thread index i in [0, n) — index 0 on the calling thread — and returns when
  * all have finished. Work is split statically by the callee from (i, n), so
- * the same index always computes the same rows.
+ * the same index always computes the same rows. In a child of fork() (the
+ * workers stayed behind in the parent) a run calls fn for every index in turn
+ * on the caller instead: the same shares, so the same values, at one
+ * thread's speed, never a hang.
  */
 #ifndef COLIBRI_THREADPOOL_H
 #define COLIBRI_THREADPOOL_H
@@ -35,6 +38,12 @@ void colibri_threadpool_nap(colibri_threadpool *pool);
  * and resets those sums: busy: [n_threads] (busy[0] unused), *caller_wait. */
 void colibri_threadpool_timing(colibri_threadpool *pool, int on);
 void colibri_threadpool_take_times(colibri_threadpool *pool, double *busy, double *caller_wait);
+
+/* How many fork()s lie between the process that loaded the library and this one (0 in that
+ * process; the child side of each fork adds one). Threads do not survive a fork, so a pool
+ * (or a paging context's readers) made at another count has no workers here: its runs go
+ * sequentially on the caller (colibri_threadpool_run), its free joins nothing. */
+uint64_t colibri_fork_generation(void);
 
 /* The stack a thread running a forward step needs: the AVX2 gemm of the 256-element types keeps
  * its two panels and the tokens' side of a chunk on the stack (~255 KiB; a 2-thread Q4_K_M

@@ -353,7 +353,12 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
  * of its own and takes none of the caller's; safe to call without the GIL.
  * The calling thread runs a share of the step, and the kernels keep up to
  * ~255 KiB on its stack: a thread with a stack under 512 KiB is refused
- * (COLIBRI_ERR_INVALID; the context's own workers always get that much). */
+ * (COLIBRI_ERR_INVALID; the context's own workers always get that much).
+ * In a child of fork() (its workers stayed in the parent) a context made
+ * before the fork runs every thread's share on the caller, one after another:
+ * the same logits at one thread's speed; one that pages its experts is
+ * refused (COLIBRI_ERR_STATE), its readers being in the parent. Freeing
+ * either in the child is safe. */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 
