@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CROSS_CC = shutil.which("s390x-linux-gnu-gcc")
 QEMU = shutil.which("qemu-s390x") or shutil.which("qemu-s390x-static")
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
-CORE = ("error", "model", "context", "threadpool", "topology", "matmul", "attention", "attention_latent", "moe",
+CORE = ("error", "model", "context", "threadpool", "topology", "cpu_quota", "matmul", "attention", "attention_latent", "moe",
         "router", "forward", "profile", "native_file", "json_check", "quantize", "expert_layout", "expert_io",
         "expert_cache")
 KERNELS = tuple(sorted(p.stem for p in (ROOT / "csrc" / "kernels").glob("*.c") if not p.stem.startswith("cpu_")))   # portable: no ISA folder

@@ -107,8 +107,9 @@ def test_small_default_thread_stacks_neither_crash_nor_refuse_a_large_caller(tin
         resource.setrlimit(resource.RLIMIT_STACK, (256 << 10, resource.getrlimit(resource.RLIMIT_STACK)[1]))
 
     out = tmp_path / "logits.npy"
+    # outside the source tree: the installed package (with its built library) is what runs
     child = subprocess.run([sys.executable, "-c", STACK_CHILD, str(path), str(out), ",".join(map(str, ids))],
-                           capture_output=True, text=True, preexec_fn=small_stack, timeout=300)
+                           capture_output=True, text=True, preexec_fn=small_stack, timeout=300, cwd=tmp_path)
     assert child.returncode == 0, child.stdout + child.stderr
     assert "stack 256 KiB" in child.stdout
     refused = [line for line in child.stdout.splitlines() if line.startswith("main thread")]
@@ -169,7 +170,7 @@ def test_default_threads_follow_the_cgroup_cpu_quota(tiny, tmp_path):
                   f"print(m.threads, colibri.load({str(tiny.path)!r}, threads=2).threads)\n")
         out = tmp_path / "logits.npy"
         ran = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=300,
-                             preexec_fn=lambda: procs.write_text(str(os.getpid())))
+                             preexec_fn=lambda: procs.write_text(str(os.getpid())), cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split() == ["1", "2"]
         assert np.load(out).tobytes() == want.tobytes()
@@ -205,7 +206,7 @@ print("parent", os.waitstatus_to_exitcode(status), pooled.logits(ids).tobytes() 
 """
 
 
-def test_a_forked_child_computes_the_same_logits_and_never_hangs(tiny):
+def test_a_forked_child_computes_the_same_logits_and_never_hangs(tiny, tmp_path):
     """Threads do not survive fork() (multiprocessing's default start on Linux, gunicorn
     --preload): a context made before a fork computes in the child on one thread, the same
     logits bitwise; a paging context, whose readers stayed behind, refuses in one line; both
@@ -216,7 +217,7 @@ def test_a_forked_child_computes_the_same_logits_and_never_hangs(tiny):
 
     ids = token_ids(tiny.reference.config.vocab_size, 24, seed=4)
     ran = subprocess.run([sys.executable, "-c", FORK_CHILD, str(tiny.path), ",".join(map(str, ids))],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
     assert lines[0] == ("child True forward: this context pages its experts with reader threads that stayed in "
