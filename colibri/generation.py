@@ -168,7 +168,13 @@ class Generation:
         return logits
 
     def pieces(self) -> Iterator[Piece]:
-        """Generate, yielding text as it completes; the last piece carries finish_reason."""
+        """Generate, yielding text as it completes; the last piece carries finish_reason. The
+        model is this generation's from the first piece until the last, or until the iterator
+        is closed (Model._exclusive)."""
+        with self.model._exclusive("generate"):
+            yield from self._pieces()
+
+    def _pieces(self) -> Iterator[Piece]:
         text_out = TextStream(self.model.tokenizer, self.stops)
         history = list(self.prompt_ids)
         finish = "length"

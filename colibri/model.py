@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ctypes
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -57,6 +59,24 @@ class Model:
         # token ids whose K/V sequence 0 holds after the last generation, so a
         # follow-up prompt (the next chat turn) reuses the common prefix
         self._seq0_tokens: list[int] = []
+        self._lock = threading.Lock()   # held by the one call or generation using the context
+        self._owner: int | None = None  # the thread that holds it
+
+    @contextmanager
+    def _exclusive(self, what: str):
+        """The context (its KV cache, sequence 0's tokens) for one call or one generation: another
+        thread waits for it; the thread that holds it (an unfinished ``generate(stream=True)``
+        being iterated) is refused, since the two would overwrite each other's cache."""
+        if self._owner == threading.get_ident():
+            raise RuntimeError(f"{what}: this model is in use by an unfinished generation on this thread "
+                               "(a generate(stream=True) not yet exhausted or closed); finish or close it first, "
+                               "or serve concurrent requests with colibri.serving.Engine")
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
 
     # ---- lifecycle ---------------------------------------------------------
     def close(self) -> None:
@@ -133,8 +153,9 @@ class Model:
         rewinds it). Returns logits [n_wanted, vocab] for the tokens flagged in
         ``want_logits`` (default: the last token only), in batch order.
         """
-        self._seq0_tokens = []
-        return self._forward(tokens, positions, seqs, want_logits)
+        with self._exclusive("forward"):
+            self._seq0_tokens = []
+            return self._forward(tokens, positions, seqs, want_logits)
 
     def _forward(self, tokens, positions, seqs, want_logits=None) -> np.ndarray:
         ctx = self._context()
@@ -211,7 +232,8 @@ class Model:
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         """Logits [len(ids), vocab] (float32) of a fresh context over `ids`."""
         out = np.empty((len(ids), self._n_vocab), dtype=np.float32)   # [T, V]
-        self._run_fresh(ids, 0, logits=out, route=None)
+        with self._exclusive("logits"):
+            self._run_fresh(ids, 0, logits=out, route=None)
         return out
 
     def route(self, ids: Sequence[int]) -> list[RouteLayer]:
@@ -221,7 +243,8 @@ class Model:
         router = np.zeros((L, T, E), dtype=np.float32)   # [L, T, E]
         experts = np.zeros((L, T, k), dtype=np.int32)    # [L, T, k]
         gates = np.zeros((L, T, k), dtype=np.float32)    # [L, T, k]
-        self._run_fresh(ids, 0, logits=None, route=(router, experts, gates))
+        with self._exclusive("route"):
+            self._run_fresh(ids, 0, logits=None, route=(router, experts, gates))
         return [RouteLayer(l, router[l], experts[l], gates[l]) for l in self._moe_layers]
 
     # ---- text ----------------------------------------------------------------

@@ -241,9 +241,25 @@ COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch
     return colibri_forward_span(ctx, batch, NULL, out);
 }
 
+static int colibri_forward_step(colibri_context *ctx, const colibri_batch *batch, const colibri_layer_span *span,
+                                const colibri_outputs *out);
+
+/* One step at a time per context: the step owns the context's pool, scratch and KV cache, so a
+ * second thread's step at the same time is refused, never interleaved. */
 COLIBRI_API int colibri_forward_span(colibri_context *ctx, const colibri_batch *batch,
                                      const colibri_layer_span *span, const colibri_outputs *out) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: context is NULL");
+    if (__atomic_exchange_n(&ctx->stepping, 1, __ATOMIC_ACQUIRE)) {
+        return colibri_error_set(COLIBRI_ERR_STATE, "forward: the context is running a step on another thread "
+                                                    "(one step at a time per context)");
+    }
+    int rc = colibri_forward_step(ctx, batch, span, out);
+    __atomic_store_n(&ctx->stepping, 0, __ATOMIC_RELEASE);
+    return rc;
+}
+
+static int colibri_forward_step(colibri_context *ctx, const colibri_batch *batch, const colibri_layer_span *span,
+                                const colibri_outputs *out) {
     size_t stack = colibri_thread_stack_bytes();
     if (stack < COLIBRI_THREAD_STACK_MIN) {   /* the caller runs thread 0's share: the kernels' frames */
         return colibri_error_set(COLIBRI_ERR_INVALID,

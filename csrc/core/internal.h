@@ -242,6 +242,7 @@ struct colibri_context {
     int32_t *carry_seq;     /* carry_seq: [n_batch] their sequences */
     int32_t carry_n;        /* tokens carried (0: none) */
     int32_t carry_layer;    /* the layer they run next */
+    int32_t stepping;       /* 1 while a forward step runs (atomic): a second caller is refused */
     void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype;
                                latent attention: [n_seq, n_layer, n_ctx, Kl] latent rows */
     void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype

@@ -358,7 +358,8 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
  * before the fork runs every thread's share on the caller, one after another:
  * the same logits at one thread's speed; one that pages its experts is
  * refused (COLIBRI_ERR_STATE), its readers being in the parent. Freeing
- * either in the child is safe. */
+ * either in the child is safe. One step at a time per context: a call while
+ * another thread's step on it runs is refused (COLIBRI_ERR_STATE). */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 

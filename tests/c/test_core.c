@@ -1112,6 +1112,12 @@ static void test_batch_errors(void) {
     CHECK(colibri_seq_len(ctx, 0) == 3 && colibri_seq_len(ctx, 1) == 0, "failed batches change nothing");
     CHECK(colibri_seq_len(ctx, 2) == -1, "seq_len out of range → -1");
     CHECK_STATUS(colibri_seq_clear(ctx, 2), COLIBRI_ERR_INVALID);
+    __atomic_store_n(&ctx->stepping, 1, __ATOMIC_SEQ_CST);   /* as while another thread's step runs */
+    CHECK_STATUS(test_step(ctx, 2, tok, next_pos, zero_seq, NULL, NULL), COLIBRI_ERR_STATE);
+    CHECK(strstr(colibri_last_error(), "forward: the context is running a step on another thread"),
+          "message: %s", colibri_last_error());
+    CHECK(colibri_seq_len(ctx, 0) == 3, "a refused step changes nothing");
+    __atomic_store_n(&ctx->stepping, 0, __ATOMIC_SEQ_CST);
     CHECK(test_step(ctx, 2, tok, next_pos, zero_seq, NULL, NULL) == 0, "a valid batch still runs");
     colibri_context_free(ctx);
     test_free(&tm);
