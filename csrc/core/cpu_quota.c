@@ -42,11 +42,7 @@ static int colibri_list_has(const char *list, size_t len, const char *name) {
  * success, -1 if the file is missing or does not start with one. */
 static int colibri_read_number(const char *path, long long *v) {
     char text[64];
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
+    if (colibri_text_read(path, text, sizeof text) < 0) return -1;
     if (strncmp(text, "max", 3) == 0) {
         *v = -1;
         return 0;
@@ -66,11 +62,7 @@ static int32_t colibri_dir_quota(const char *dir, int v2) {
     if (v2) {
         char text[64];
         if (snprintf(path, sizeof path, "%s/cpu.max", dir) >= (int)sizeof path) return 0;
-        FILE *f = fopen(path, "r");
-        if (!f) return 0;
-        size_t len = fread(text, 1, sizeof text - 1, f);
-        fclose(f);
-        text[len] = '\0';
+        if (colibri_text_read(path, text, sizeof text) < 0) return 0;
         if (strncmp(text, "max", 3) == 0) return 0;
         char *end, *end2;
         quota = strtoll(text, &end, 10);

@@ -20,15 +20,20 @@
 
 /* ---- sysfs cpu lists ("0-3,8,10-11") ---------------------------------------- */
 
+long colibri_text_read(const char *path, char *text, size_t size) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t len = fread(text, 1, size - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    return (long)len;
+}
+
 /* Reads the cpu list file at path into bits (a bit per CPU number below
  * COLIBRI_CPU_LIMIT); 0 on success, -1 if the file is missing or malformed. */
 static int colibri_cpulist_read(const char *path, uint64_t *bits) {
     char text[4096];
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
+    if (colibri_text_read(path, text, sizeof text) < 0) return -1;
     memset(bits, 0, COLIBRI_CPU_LIMIT / 8);
     const char *p = text;
     while (*p && *p != '\n') {

@@ -68,6 +68,10 @@ typedef struct colibri_thread_plan {
 int colibri_placement_plan(int32_t mode, int32_t n_threads, colibri_thread_plan *plan);
 void colibri_thread_plan_free(colibri_thread_plan *plan);
 
+/* The start of the file at path, NUL-terminated, in text[size] (size >= 1): its length, or -1
+ * if it cannot be opened. */
+long colibri_text_read(const char *path, char *text, size_t size);
+
 /* The CPUs' worth of time the cgroup CPU quota of this process allows: ceil(quota / period),
  * the tightest over its cgroup and every ancestor (v2 cpu.max, v1 cpu.cfs_quota_us and
  * cpu.cfs_period_us), at most COLIBRI_QUOTA_CPUS_MAX; 0 where none is set or readable.
