@@ -1,13 +1,16 @@
-"""A fresh memory cgroup to run a process under a memory limit (root; cgroup v1 or v2).
+"""A fresh cgroup to run a process under a memory limit or a CPU quota (root; cgroup v1 or v2).
 
     group = MemoryCgroup.create("colibri-bench", 1536 << 20)    # CgroupUnavailable(reason) where it cannot
     subprocess.run(cmd, preexec_fn=group.join)                   # the child joins before it execs
     group.peak(), group.failcnt(), group.oom_kills()
     group.remove()
 
+    group = CpuCgroup.create("colibri-test-cpu", 1)              # one CPU's time per period
+
 Page cache the group's processes read in is charged to it, as their memory is; `failcnt` counts
 the times its usage hit the limit (v1 memory.failcnt, v2 memory.events "max"), so 0 means the
-kernel never had to enforce the limit.
+kernel never had to enforce the limit. A CPU quota is `cpus` periods of 100 ms per 100 ms
+(v1 cpu.cfs_quota_us / cpu.cfs_period_us, v2 cpu.max).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 
 
 class CgroupUnavailable(Exception):
-    """Why no memory cgroup can be made here (one line)."""
+    """Why no cgroup of the kind asked for can be made here (one line)."""
 
 
 def _mounts() -> list[tuple[str, Path, str]]:
@@ -29,34 +32,60 @@ def _mounts() -> list[tuple[str, Path, str]]:
     return out
 
 
-class MemoryCgroup:
-    def __init__(self, directory: Path, version: int, limit: int):
-        self.directory, self.version, self.limit = directory, version, limit
-
-    @classmethod
-    def create(cls, name: str, limit: int) -> "MemoryCgroup":
-        if os.geteuid() != 0:
-            raise CgroupUnavailable("not root: cannot create a memory cgroup")
-        for fstype, mount, options in _mounts():
-            if fstype == "cgroup" and "memory" in options.split(","):
+def _create(name: str, controller: str, v1_files: dict[str, str], v2_files: dict[str, str]) -> tuple[Path, int]:
+    """(directory, version) of a new group `name` under the first mount of `controller`, its
+    limit files written (v1_files or v2_files, name → text)."""
+    if os.geteuid() != 0:
+        raise CgroupUnavailable(f"not root: cannot create a {controller} cgroup")
+    for fstype, mount, options in _mounts():
+        if fstype == "cgroup" and controller in options.split(","):
+            directory = mount / name
+            directory.mkdir(exist_ok=True)
+            for file, text in v1_files.items():
+                (directory / file).write_text(text)
+            return directory, 1
+        if fstype == "cgroup2" and controller in (mount / "cgroup.controllers").read_text().split():
+            try:
+                (mount / "cgroup.subtree_control").write_text(f"+{controller}")
                 directory = mount / name
                 directory.mkdir(exist_ok=True)
-                (directory / "memory.limit_in_bytes").write_text(str(limit))
-                return cls(directory, 1, limit)
-            if fstype == "cgroup2" and "memory" in (mount / "cgroup.controllers").read_text().split():
-                try:
-                    (mount / "cgroup.subtree_control").write_text("+memory")
-                    directory = mount / name
-                    directory.mkdir(exist_ok=True)
-                    (directory / "memory.max").write_text(str(limit))
-                except OSError as exc:
-                    raise CgroupUnavailable(f"cgroup v2 at {mount}: cannot make a memory child ({exc})") from None
-                return cls(directory, 2, limit)
-        raise CgroupUnavailable("no writable memory cgroup controller is mounted")
+                for file, text in v2_files.items():
+                    (directory / file).write_text(text)
+            except OSError as exc:
+                raise CgroupUnavailable(f"cgroup v2 at {mount}: cannot make a {controller} child ({exc})") from None
+            return directory, 2
+    raise CgroupUnavailable(f"no writable {controller} cgroup controller is mounted")
+
+
+class _Cgroup:
+    def __init__(self, directory: Path, version: int):
+        self.directory, self.version = directory, version
 
     def join(self) -> None:
         """Moves the calling process into the group (use as subprocess's preexec_fn)."""
         (self.directory / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        """Removes the (empty) group; its charges go to the parent."""
+        self.directory.rmdir()
+
+
+class CpuCgroup(_Cgroup):
+    @classmethod
+    def create(cls, name: str, cpus: int) -> "CpuCgroup":
+        period = 100000
+        return cls(*_create(name, "cpu", {"cpu.cfs_period_us": str(period), "cpu.cfs_quota_us": str(cpus * period)},
+                            {"cpu.max": f"{cpus * period} {period}"}))
+
+
+class MemoryCgroup(_Cgroup):
+    def __init__(self, directory: Path, version: int, limit: int):
+        super().__init__(directory, version)
+        self.limit = limit
+
+    @classmethod
+    def create(cls, name: str, limit: int) -> "MemoryCgroup":
+        return cls(*_create(name, "memory", {"memory.limit_in_bytes": str(limit)}, {"memory.max": str(limit)}), limit)
 
     def _read(self, name: str) -> str:
         return (self.directory / name).read_text()
@@ -80,7 +109,3 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int:
         return self._event("oom_kill")
-
-    def remove(self) -> None:
-        """Removes the (empty) group; its charges go to the parent."""
-        self.directory.rmdir()

@@ -119,35 +119,6 @@ def test_small_default_thread_stacks_neither_crash_nor_refuse_a_large_caller(tin
     assert np.load(out).tobytes() == want.tobytes()
 
 
-def _cpu_cgroup(name: str, cpus: int):
-    """A fresh CPU cgroup of `cpus` CPUs' quota (v1 cpu.cfs_quota_us, or v2 cpu.max) as (its
-    directory, the file a process joins through); skips, saying why, where none can be made."""
-    import os
-    from pathlib import Path
-
-    if os.geteuid() != 0:
-        pytest.skip("not root: cannot create a CPU cgroup")
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields, (fstype, _, rest) = line.split(), line.split(" - ", 1)[1].partition(" ")
-        mount = Path(fields[4])
-        try:
-            if fstype == "cgroup" and "cpu" in rest.split(" ", 1)[-1].split(","):
-                group = mount / name
-                group.mkdir(exist_ok=True)
-                (group / "cpu.cfs_period_us").write_text("100000")
-                (group / "cpu.cfs_quota_us").write_text(str(100000 * cpus))
-                return group, group / "cgroup.procs"
-            if fstype == "cgroup2" and "cpu" in (mount / "cgroup.controllers").read_text().split():
-                (mount / "cgroup.subtree_control").write_text("+cpu")
-                group = mount / name
-                group.mkdir(exist_ok=True)
-                (group / "cpu.max").write_text(f"{100000 * cpus} 100000")
-                return group, group / "cgroup.procs"
-        except OSError as exc:
-            pytest.skip(f"cannot make a CPU cgroup under {mount}: {exc}")
-    pytest.skip("no writable cpu cgroup controller is mounted")
-
-
 def test_default_threads_follow_the_cgroup_cpu_quota(tiny, tmp_path):
     """A container's CPU limit (docker --cpus, a Kubernetes limit: a CFS quota, every host CPU
     still in the affinity mask) caps the default thread count: a process in a real cgroup of
@@ -156,13 +127,20 @@ def test_default_threads_follow_the_cgroup_cpu_quota(tiny, tmp_path):
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     with colibri.load(tiny.path) as m:
         if m.threads < 2:
             pytest.skip("one core here: a quota of one CPU would not change the default")
         ids = token_ids(tiny.reference.config.vocab_size, 20, seed=2)
         want = m.logits(ids)
-    group, procs = _cpu_cgroup(f"colibri-test-cpu-{os.getpid()}", 1)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from cgroup import CgroupUnavailable, CpuCgroup
+
+    try:
+        group = CpuCgroup.create(f"colibri-test-cpu-{os.getpid()}", 1)
+    except CgroupUnavailable as reason:
+        pytest.skip(str(reason))
     try:
         script = ("import sys, numpy as np, colibri\n"
                   f"m = colibri.load({str(tiny.path)!r})\n"
@@ -170,12 +148,12 @@ def test_default_threads_follow_the_cgroup_cpu_quota(tiny, tmp_path):
                   f"print(m.threads, colibri.load({str(tiny.path)!r}, threads=2).threads)\n")
         out = tmp_path / "logits.npy"
         ran = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=300,
-                             preexec_fn=lambda: procs.write_text(str(os.getpid())), cwd=tmp_path)
+                             preexec_fn=group.join, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split() == ["1", "2"]
         assert np.load(out).tobytes() == want.tobytes()
     finally:
-        group.rmdir()
+        group.remove()
 
 
 FORK_CHILD = r"""
