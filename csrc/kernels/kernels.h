@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 /* ---- f16 / bf16 <-> f32, bit-exact, round-to-nearest-even ------------- */
-float colibri_f16_to_f32(uint16_t h);
+float colibri_f16_to_f32(uint16_t h) __attribute__((const));   /* pure: callers may drop unused results */
 uint16_t colibri_f32_to_f16(float f);
 float colibri_bf16_to_f32(uint16_t h);
 uint16_t colibri_f32_to_bf16(float f);

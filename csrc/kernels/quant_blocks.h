@@ -157,13 +157,16 @@ static inline void colibri_k_scale_min(const uint8_t scales[12], int s, uint8_t 
     }
 }
 
-/* Q3_K: the 16 six-bit scales, unsigned (the value uses sc - 32). */
+/* Q3_K: six-bit scale s (0..15), unsigned (the value uses sc - 32). */
+static inline uint8_t colibri_q3_k_scale(const uint8_t scales[12], int s) {
+    uint8_t lo = (uint8_t)((scales[s % 8] >> (4 * (s / 8))) & 0x0f);
+    uint8_t hi = (uint8_t)((scales[8 + s % 4] >> (2 * (s / 4))) & 0x03);
+    return (uint8_t)(lo | (hi << 4));
+}
+
+/* Q3_K: the 16 six-bit scales. */
 static inline void colibri_q3_k_scales(const uint8_t scales[12], uint8_t sc[16]) {
-    for (int s = 0; s < 16; s++) {
-        uint8_t lo = (uint8_t)((scales[s % 8] >> (4 * (s / 8))) & 0x0f);
-        uint8_t hi = (uint8_t)((scales[8 + s % 4] >> (2 * (s / 4))) & 0x03);
-        sc[s] = (uint8_t)(lo | (hi << 4));
-    }
+    for (int s = 0; s < 16; s++) sc[s] = colibri_q3_k_scale(scales, s);
 }
 
 /* IQ4_XS: the scale of sub-block s (0..7), 6 bits unsigned (the value uses ls - 32). */
@@ -282,9 +285,9 @@ static inline void colibri_q2_k_group_scales(const void *row, int64_t g, colibri
 
 static inline void colibri_q3_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {
     const colibri_block_q3_k *b = (const colibri_block_q3_k *)row + g / 8;
-    uint8_t sc[16];
-    colibri_q3_k_scales(b->scales, sc);
-    colibri_group_scales_set(s, sc[2 * (g % 8)] - 32, sc[2 * (g % 8) + 1] - 32, 0, 0, colibri_f16_to_f32(b->d), 0.0f);
+    int s0 = 2 * (int)(g % 8);   /* the group's two of the 16 (decoding all 16 was half a gemm's time) */
+    colibri_group_scales_set(s, colibri_q3_k_scale(b->scales, s0) - 32, colibri_q3_k_scale(b->scales, s0 + 1) - 32, 0, 0,
+                             colibri_f16_to_f32(b->d), 0.0f);
 }
 
 static inline void colibri_q4_k_group_scales(const void *row, int64_t g, colibri_group_scales *s) {

@@ -35,9 +35,6 @@
 
 #include <stddef.h>
 
-/* Pure (convert.c): so that GCC drops the calls whose results COLIBRI_GB_D_SUPER replaces. */
-float colibri_f16_to_f32(uint16_t h) __attribute__((const));
-
 /* The chunks: a panel is filled once per COLIBRI_GB_TOKENS tokens (the fill, scalar scales
  * and transposes, was a fifth of the time at 64), and the tokens' side of a chunk
  * (COLIBRI_GB_TOKENS x COLIBRI_GB_GROUPS x 40 bytes: 160 KiB, on the stack) stays in L2
@@ -347,21 +344,7 @@ static inline __m256i colibri_gb_iq4_xs(const char *row, int64_t g) {   /* the s
                               colibri_##T##_group_scales, 0, WORDS, HAS_M, SIGNED, COLIBRI_GB_D_SCALES,       \
                               COLIBRI_GB_Q8_H, C)
 COLIBRI_GB_GEMM(q2_k, COLIBRI_C_Q2_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q2_K)
-/* Q3_K's group scales as colibri_q3_k_group_scales gives them, but only the group's two of
- * colibri_q3_k_scales's 16 (same bits: its loop decoded all 16 per row and group, half of
- * the gemm's time in perf); D by COLIBRI_GB_D_Q3_K. */
-static inline void colibri_gb_q3_k_group_scales(const void *row, int64_t g, colibri_group_scales *gs) {
-    const colibri_block_q3_k *b = (const colibri_block_q3_k *)row + g / 8;
-    int32_t sc[2];
-    for (int h = 0; h < 2; h++) {
-        int s = 2 * (int)(g % 8) + h;
-        uint8_t lo = (uint8_t)((b->scales[s % 8] >> (4 * (s / 8))) & 0x0f);
-        uint8_t hi = (uint8_t)((b->scales[8 + s % 4] >> (2 * (s / 4))) & 0x03);
-        sc[h] = (int32_t)(uint8_t)(lo | (hi << 4)) - 32;
-    }
-    colibri_group_scales_set(gs, sc[0], sc[1], 0, 0, 0.0f, 0.0f);
-}
-COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_q3_k_avx2, colibri_block_q3_k, colibri_gb_q3_k, colibri_gb_q3_k_group_scales,
+COLIBRI_GROUP_PANEL8_GEMM(void colibri_gemm_q3_k_avx2, colibri_block_q3_k, colibri_gb_q3_k, colibri_q3_k_group_scales,
                           COLIBRI_C_Q3_K, 4, 0, COLIBRI_GB_BIASED, COLIBRI_GB_D_Q3_K, COLIBRI_GB_Q8_S, 0)
 COLIBRI_GB_GEMM(q4_k, COLIBRI_C_Q4_K, 8, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q4_K)
 COLIBRI_GB_GEMM(q5_k, COLIBRI_C_Q5_K, 4, 1, COLIBRI_GB_UNSIGNED, COLIBRI_GB_D_Q5_K)

@@ -11,7 +11,9 @@
  * Then 8 tokens at a time, their 16-row accumulators in registers: each
  * half's 4 words of a token's activation are broadcast and vpdpbusd adds
  * each row's 4 products to its lane, from the token's -C·A_h (A_h its stored
- * half sum); then, lane by lane, the reference's float step:
+ * half sum); types with one scale a group (or none) take the 8 words as one
+ * chain from -C (A_0 + A_1) (S h_0 + S h_1 = S (h_0 + h_1), exact in int32).
+ * Then, lane by lane, the reference's float step:
  *   isum = S_0 h_0 + S_1 h_1      (each product and the sum below 2^24: exact)
  *   acc += isum * (D * d_a)  [ - (M_0 A_0 + M_1 A_1) * (DMIN * d_a) ]
  * Q5_0, Q5_1 and IQ4_NL take Q8_H activations and have S_h = 1: their halves'
@@ -22,65 +24,27 @@
  * exact). Rows past the last real one repeat it, tokens past the last one
  * repeat it; their results are dropped.
  */
-#include <stddef.h>
-#include <string.h>
-
-#include "blocks_quants.h"
-#include "transpose16.h"
-
-#define COLIBRI_BP_ROWS 16     /* weight rows per vector: the lanes of a 512-bit int32 vector */
 #define COLIBRI_BP_TILE 8      /* tokens whose accumulators stay in registers */
-#define COLIBRI_BP_TOKENS 64   /* tokens per chunk: the panel's reuse */
-#define COLIBRI_BP_GROUPS 32   /* groups per chunk: a 16 KiB panel of quants (4 super-blocks) */
+#define COLIBRI_BP_TOKENS 128  /* tokens per chunk: the panel's reuse (its fill, scalar scales and transposes) */
+
+#include "block_panel.h"
+#include "transpose16.h"
 
 typedef struct colibri_block_panel {
     __m512i qs[COLIBRI_BP_GROUPS][8];   /* qs: [group, word] 16 rows' 4 unsigned quant bytes */
-    __m512 s[COLIBRI_BP_GROUPS][2];     /* s: [group, half] 16 rows' integer scales */
-    __m512 m[COLIBRI_BP_GROUPS][2];     /* m: [group, half] 16 rows' integer mins */
-    __m512 d[COLIBRI_BP_GROUPS];        /* d: [group] 16 rows' block scales D */
-    __m512 dm[COLIBRI_BP_GROUPS];       /* dm: [group] 16 rows' DMIN */
+    colibri_block_scales sc;            /* the 16 rows' scales */
 } colibri_block_panel;
-
-typedef struct colibri_block_tokens {
-    float d[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];       /* d: [group, token] activation scales */
-    int32_t a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];  /* a: [group, half, token] half sums A_h */
-    int32_t k[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];  /* k: [group, half, token] Q8_H's k_h (Q8_S: unset) */
-} colibri_block_tokens;
-
-/* The side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng) from their
- * Q8_H (q8h) or Q8_S blocks. */
-static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x, int64_t x_stride, int64_t t0,
-                                      int64_t nt, int64_t kt, int64_t g0, int64_t ng, int q8h) {
-    for (int64_t j = 0; j < nt; j++) {
-        const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;
-        for (int64_t g = 0; g < ng; g++) {
-            const colibri_block_q8_h *bh = (const colibri_block_q8_h *)row + g0 + g;
-            const colibri_block_q8_s *bs = (const colibri_block_q8_s *)row + g0 + g;
-            side->d[g][j] = q8h ? bh->d : bs->d;
-            for (int h = 0; h < 2; h++) {
-                side->a[g][h][j] = q8h ? bh->sum[h] : bs->sum[h];
-                if (q8h) side->k[g][h][j] = bh->k[h];
-            }
-        }
-    }
-}
 
 /* The tile's and the group's loops unrolled, so that the accumulators live in registers. */
 #define COLIBRI_BP_UNROLL _Pragma("GCC unroll 8")
-
-/* Group pair p's 64 unsigned bytes of a row: the 256-element types read groups 2p, 2p + 1
- * of super-block p / 4 (QUANTS2(block, p % 4)); the 32-element ones blocks 2p, 2p + 1
- * (the last one alone when the chunk's count is odd: its partner repeats it). */
-#define COLIBRI_BP_PAIR_K(WBLOCK, QUANTS2, row, p, ng) QUANTS2(&((const WBLOCK *)(row))[(p) / 4], (p) % 4)
-#define COLIBRI_BP_PAIR_32(WBLOCK, QUANTS2, row, p, ng) \
-    QUANTS2(&((const WBLOCK *)(row))[2 * (p)], &((const WBLOCK *)(row))[2 * (p) + 1 < (ng) ? 2 * (p) + 1 : 2 * (p)])
 
 /* DECL: the gemm's storage class, type and name for the type T (its block WBLOCK, its
  * GROUP_SCALES reader): PAIR (COLIBRI_BP_PAIR_K or _32) with QUANTS2 unpacks, C the
  * quants' offset, S_AT / M_AT where its scales and mins apply (dot_blocks.c's
  * COLIBRI_NONE / PER_HALF / PER_GROUP), Q8H its activations (1: Q8_H, then S_AT is
- * COLIBRI_NONE; 0: Q8_S). Same contract as colibri_gemm_fn. */
-#define COLIBRI_BLOCK_PANEL_GEMM(DECL, WBLOCK, ELEMS, GROUP_SCALES, PAIR, QUANTS2, C, S_AT, M_AT, Q8H)             \
+ * COLIBRI_NONE; 0: Q8_S), D16 where the panel's D and DMIN come from (COLIBRI_BP_D_*).
+ * Same contract as colibri_gemm_fn. */
+#define COLIBRI_BLOCK_PANEL_GEMM(DECL, WBLOCK, ELEMS, GROUP_SCALES, PAIR, QUANTS2, C, S_AT, M_AT, Q8H, D16)        \
     DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows, int64_t n_tok, \
          float *y, int64_t y_stride) {                                                                            \
         colibri_block_panel panel;                                                                                \
@@ -88,6 +52,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
         uint8_t u[COLIBRI_BP_ROWS][64];   /* u: [row] one group pair's unsigned quants, before the transpose */   \
         const char *urow[COLIBRI_BP_ROWS];                                                                        \
         for (int r = 0; r < COLIBRI_BP_ROWS; r++) urow[r] = (const char *)u[r];                                   \
+        const int one_chain = !(Q8H) && (S_AT) != COLIBRI_PER_HALF;   /* one int32 dot a group, no halves */   \
         int64_t n_groups = n / 32;                                                                                \
         int64_t a_bytes = Q8H ? (int64_t)sizeof(colibri_block_q8_h) : (int64_t)sizeof(colibri_block_q8_s);        \
         int64_t qs_at = Q8H ? (int64_t)offsetof(colibri_block_q8_h, qs) : (int64_t)offsetof(colibri_block_q8_s, qs); \
@@ -96,7 +61,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
             int64_t nt = (kt + COLIBRI_BP_TILE - 1) / COLIBRI_BP_TILE * COLIBRI_BP_TILE;                          \
             for (int64_t g0 = 0; g0 < n_groups; g0 += COLIBRI_BP_GROUPS) {                                        \
                 int64_t ng = n_groups - g0 < COLIBRI_BP_GROUPS ? n_groups - g0 : COLIBRI_BP_GROUPS;               \
-                colibri_block_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng, Q8H);             \
+                colibri_block_tokens_fill(&side, (const char *)x, x_stride, t0, nt, kt, g0, ng, Q8H, one_chain, C); \
                 for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_BP_ROWS) {                                          \
                     int64_t kr = rows - r0 < COLIBRI_BP_ROWS ? rows - r0 : COLIBRI_BP_ROWS;                       \
                     const char *row_at[COLIBRI_BP_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
@@ -113,18 +78,8 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                             colibri_transpose16(urow, 32 * (g - 2 * p) + 16, panel.qs[g] + 4);                    \
                         }                                                                                         \
                     }                                                                                             \
-                    for (int r = 0; r < COLIBRI_BP_ROWS; r++) {    /* scales */                                  \
-                        const char *row = row_at[r];                                                              \
-                        for (int64_t g = 0; g < ng; g++) {                                                        \
-                            colibri_group_scales gs;                                                              \
-                            GROUP_SCALES(row, g0 + g, &gs);                                                       \
-                            for (int h = 0; h < 2; h++) {                                                         \
-                                ((float *)&panel.s[g][h])[r] = (float)gs.sc[h];                                   \
-                                ((float *)&panel.m[g][h])[r] = (float)gs.m[h];                                    \
-                            }                                                                                     \
-                            ((float *)&panel.d[g])[r] = gs.d;                                                     \
-                            ((float *)&panel.dm[g])[r] = gs.dmin;                                                 \
-                        }                                                                                         \
+                    for (int64_t g = 0; g < ng; g++) {   /* scales */                                \
+                        COLIBRI_BP_FILL_SCALES(panel.sc, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16);       \
                     }                                                                                             \
                     __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                \
                     for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_BP_TILE) {                                        \
@@ -141,11 +96,12 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                             COLIBRI_BP_UNROLL                                                                     \
                             for (int j = 0; j < COLIBRI_BP_TILE; j++) {                                           \
                                 const char *a = arow[j] + g * a_bytes;                                            \
-                                __m512i h[2];                                                                     \
-                                for (int hh = 0; hh < 2; hh++) {                                                  \
-                                    h[hh] = _mm512_set1_epi32(Q8H ? 0 : -(C) * side.a[g][hh][j0 + j]);            \
+                                __m512i h[2];   /* h: [half] the halves' dots, or h[0] the group's (one_chain) */ \
+                                for (int hh = 0; hh < 2 - one_chain; hh++) {                                      \
+                                    h[hh] = (C) == 0 || Q8H ? _mm512_setzero_si512()                              \
+                                                            : _mm512_set1_epi32(side.start[g][hh][j0 + j]);       \
                                     COLIBRI_BP_UNROLL                                                             \
-                                    for (int k = 4 * hh; k < 4 * hh + 4; k++) {                                   \
+                                    for (int k = 4 * hh; k < (one_chain ? 8 : 4 * hh + 4); k++) {                 \
                                         int32_t word;                                                             \
                                         memcpy(&word, a + 4 * k, sizeof word);                                    \
                                         h[hh] = _mm512_dpbusd_epi32(h[hh], panel.qs[g][k], _mm512_set1_epi32(word)); \
@@ -153,26 +109,25 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
                                 }                                                                                 \
                                 __m512 isum;                                                                      \
                                 if (Q8H) {                                                                        \
-                                    __m512i i = _mm512_set1_epi32(-(C) * (side.a[g][0][j0 + j] + side.a[g][1][j0 + j])); \
+                                    __m512i i = _mm512_set1_epi32(side.start[g][0][j0 + j]);                      \
                                     i = _mm512_add_epi32(i, _mm512_mullo_epi32(h[0], _mm512_set1_epi32(side.k[g][0][j0 + j]))); \
                                     i = _mm512_add_epi32(i, _mm512_mullo_epi32(h[1], _mm512_set1_epi32(side.k[g][1][j0 + j]))); \
                                     isum = _mm512_cvtepi32_ps(i);                                                 \
                                 } else if (S_AT == COLIBRI_PER_HALF) {                                            \
-                                    isum = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.s[g][0]),  \
-                                                         _mm512_mul_ps(_mm512_cvtepi32_ps(h[1]), panel.s[g][1])); \
+                                    isum = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.sc.s[g][0]),  \
+                                                         _mm512_mul_ps(_mm512_cvtepi32_ps(h[1]), panel.sc.s[g][1])); \
                                 } else {                                                                          \
-                                    isum = _mm512_cvtepi32_ps(_mm512_add_epi32(h[0], h[1]));                      \
-                                    if (S_AT == COLIBRI_PER_GROUP) isum = _mm512_mul_ps(isum, panel.s[g][0]);     \
+                                    isum = _mm512_cvtepi32_ps(h[0]);                                              \
+                                    if (S_AT == COLIBRI_PER_GROUP) isum = _mm512_mul_ps(isum, panel.sc.s[g][0]);     \
                                 }                                                                                 \
                                 __m512 da = _mm512_set1_ps(side.d[g][j0 + j]);                                    \
-                                __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(panel.d[g], da));                    \
+                                __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(panel.sc.d[g], da));                    \
                                 if (M_AT != COLIBRI_NONE) {                                                       \
                                     __m512 msum = M_AT == COLIBRI_PER_HALF                                        \
-                                        ? _mm512_add_ps(_mm512_mul_ps(panel.m[g][0], _mm512_set1_ps((float)side.a[g][0][j0 + j])), \
-                                                        _mm512_mul_ps(panel.m[g][1], _mm512_set1_ps((float)side.a[g][1][j0 + j]))) \
-                                        : _mm512_mul_ps(panel.m[g][0],                                            \
-                                                        _mm512_set1_ps((float)(side.a[g][0][j0 + j] + side.a[g][1][j0 + j]))); \
-                                    v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(panel.dm[g], da)));    \
+                                        ? _mm512_add_ps(_mm512_mul_ps(panel.sc.m[g][0], _mm512_set1_ps(side.a[g][0][j0 + j])), \
+                                                        _mm512_mul_ps(panel.sc.m[g][1], _mm512_set1_ps(side.a[g][1][j0 + j]))) \
+                                        : _mm512_mul_ps(panel.sc.m[g][0], _mm512_set1_ps(side.a01[g][j0 + j]));      \
+                                    v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(panel.sc.dm[g], da)));    \
                                 }                                                                                 \
                                 acc[j] = _mm512_add_ps(acc[j], v);                                                \
                             }                                                                                     \
@@ -188,22 +143,22 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
     }
 
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q2_k_avx512, colibri_block_q2_k, 256, colibri_q2_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q2_k_quants2, 0, COLIBRI_PER_HALF, COLIBRI_PER_HALF, 0)
+                         COLIBRI_BP_PAIR_K, colibri_q2_k_quants2, 0, COLIBRI_PER_HALF, COLIBRI_PER_HALF, 0, COLIBRI_BP_D_Q2_K)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q3_k_avx512, colibri_block_q3_k, 256, colibri_q3_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q3_k_quants2, 4, COLIBRI_PER_HALF, COLIBRI_NONE, 0)
+                         COLIBRI_BP_PAIR_K, colibri_q3_k_quants2, 4, COLIBRI_PER_HALF, COLIBRI_NONE, 0, COLIBRI_BP_D_Q3_K)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q4_k_avx512, colibri_block_q4_k, 256, colibri_q4_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q4_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0)
+                         COLIBRI_BP_PAIR_K, colibri_q4_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0, COLIBRI_BP_D_Q4_K)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_k_avx512, colibri_block_q5_k, 256, colibri_q5_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q5_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0)
+                         COLIBRI_BP_PAIR_K, colibri_q5_k_quants2, 0, COLIBRI_PER_GROUP, COLIBRI_PER_GROUP, 0, COLIBRI_BP_D_Q5_K)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q6_k_avx512, colibri_block_q6_k, 256, colibri_q6_k_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_q6_k_quants2, 32, COLIBRI_PER_HALF, COLIBRI_NONE, 0)
+                         COLIBRI_BP_PAIR_K, colibri_q6_k_quants2, 32, COLIBRI_PER_HALF, COLIBRI_NONE, 0, COLIBRI_BP_D_Q6_K)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_xs_avx512, colibri_block_iq4_xs, 256, colibri_iq4_xs_group_scales,
-                         COLIBRI_BP_PAIR_K, colibri_iq4_xs_quants2, 128, COLIBRI_PER_GROUP, COLIBRI_NONE, 0)
+                         COLIBRI_BP_PAIR_K, colibri_iq4_xs_quants2, 128, COLIBRI_PER_GROUP, COLIBRI_NONE, 0, COLIBRI_BP_D_IQ4_XS)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_0_avx512, colibri_block_q5_0, 32, colibri_q5_0_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_0_QUANTS2, 16, COLIBRI_NONE, COLIBRI_NONE, 1)
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_0_QUANTS2, 16, COLIBRI_NONE, COLIBRI_NONE, 1, COLIBRI_BP_D_SCALES)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_q5_1_avx512, colibri_block_q5_1, 32, colibri_q5_1_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_1_QUANTS2, 0, COLIBRI_NONE, COLIBRI_PER_GROUP, 1)
+                         COLIBRI_BP_PAIR_32, COLIBRI_Q5_1_QUANTS2, 0, COLIBRI_NONE, COLIBRI_PER_GROUP, 1, COLIBRI_BP_D_SCALES)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_iq4_nl_avx512, colibri_block_iq4_nl, 32, colibri_iq4_nl_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_IQ4_NL_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 1)
+                         COLIBRI_BP_PAIR_32, COLIBRI_IQ4_NL_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 1, COLIBRI_BP_D_SCALES)
 COLIBRI_BLOCK_PANEL_GEMM(void colibri_gemm_mxfp4_avx512, colibri_block_mxfp4, 32, colibri_mxfp4_group_scales,
-                         COLIBRI_BP_PAIR_32, COLIBRI_MXFP4_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 0)
+                         COLIBRI_BP_PAIR_32, COLIBRI_MXFP4_QUANTS2, 128, COLIBRI_NONE, COLIBRI_NONE, 0, COLIBRI_BP_D_SCALES)
