@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     int64_t pool_bytes = mib << 20;
-    const char *names[] = {"scalar", "avx2", "avx_vnni", "avx512", "neon", "neon_dotprod"};
+    const char *names[] = {"scalar", "avx2", "avx_vnni", "avx512", "amx", "neon", "neon_dotprod"};
     float *src = malloc((size_t)cols * sizeof(float));          /* src: [cols] */
     float *y = malloc((size_t)rows * sizeof(float));            /* y: [rows] */
     char *w = malloc((size_t)pool_bytes);                       /* w: [copies, rows, cols] of the dtype */

@@ -34,8 +34,9 @@ WIDE_VOCAB = 128   # the wide model's vocabulary: the ids every file is run on s
 SEQ_LEN = 24
 
 # What a CPU whose best set is the key can also run (each set implies the ones after it; an
-# AVX-512 CPU may or may not have AVX-VNNI).
-RUNNABLE = {"avx512": ["avx512", *(["avx_vnni"] if "avx_vnni" in cpu_flags() else []), "avx2", "scalar"],
+# AVX-512 CPU may or may not have AVX-VNNI; amx is AVX-512 with AMX tiles).
+_AVX512 = ["avx512", *(["avx_vnni"] if "avx_vnni" in cpu_flags() else []), "avx2", "scalar"]
+RUNNABLE = {"amx": ["amx", *_AVX512], "avx512": _AVX512,
             "avx_vnni": ["avx_vnni", "avx2", "scalar"], "avx2": ["avx2", "scalar"],
             "neon_dotprod": ["neon_dotprod", "neon", "scalar"], "neon": ["neon", "scalar"], "scalar": ["scalar"]}
 

@@ -1,7 +1,7 @@
 /*
  * dispatch.c — the scalar kernel table and the run-time choice of the table
  * in use: the best one this build has and this CPU can run, or the one the
- * COLIBRI_ISA environment variable names (scalar, avx2, avx_vnni, avx512,
+ * COLIBRI_ISA environment variable names (scalar, avx2, avx_vnni, avx512, amx,
  * neon, neon_dotprod). A name this build or CPU cannot run is reported on stderr,
  * once, and the best one is used instead. Chosen once per process (pthread_once).
  */
@@ -160,6 +160,9 @@ colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t 
 /* The tables this build has, best first (CMake defines COLIBRI_HAVE_* for the
  * ISA folders it compiles). */
 static const colibri_isa_table *const colibri_isas[] = {
+#ifdef COLIBRI_HAVE_AMX
+    &colibri_isa_amx,
+#endif
 #ifdef COLIBRI_HAVE_AVX512
     &colibri_isa_avx512,
 #endif

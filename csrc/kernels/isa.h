@@ -6,7 +6,7 @@
  * kernel per weight dtype, each taking the same activation row as the
  * reference vec_dot of quant.h (f32 for F32/F16/BF16, Q8_H for Q8_0 / Q4_0 /
  * Q4_1 / Q5_0 / Q5_1 / IQ4_NL, Q8_S for the other block types). The table of each ISA lives in its own
- * folder (x86_avx2/, x86_avx_vnni/, x86_avx512/, arm_neon/, arm_dotprod/),
+ * folder (x86_avx2/, x86_avx_vnni/, x86_avx512/, x86_amx/, arm_neon/, arm_dotprod/),
  * compiled with that ISA's flags; dispatch.c picks the best one the CPU and
  * OS can run, once, or the one COLIBRI_ISA names. A kernel a table leaves NULL is the scalar
  * table's (dispatch.c fills it in), so an ISA can gain its types one by one.
@@ -54,7 +54,7 @@ typedef void (*colibri_weighted_sum_fn)(float *restrict out, const float *restri
                                         int64_t stride, int32_t n, int64_t n_cols);
 
 typedef struct colibri_isa_table {
-    const char *name;                                 /* "scalar", "avx2", "avx_vnni", "avx512", "neon", "neon_dotprod" */
+    const char *name;                                 /* "scalar", "avx2", "avx_vnni", "avx512", "amx", "neon", "neon_dotprod" */
     int (*cpu_supports)(void);                        /* CPU and OS can run it */
     colibri_dot_rows_fn dot_rows[COLIBRI_WEIGHT_TYPES];   /* by colibri_dtype */
     colibri_gemm_fn gemm[COLIBRI_WEIGHT_TYPES];           /* by colibri_dtype */
@@ -90,6 +90,7 @@ extern const colibri_isa_table colibri_isa_scalar;
 extern const colibri_isa_table colibri_isa_avx2;
 extern const colibri_isa_table colibri_isa_avx_vnni;
 extern const colibri_isa_table colibri_isa_avx512;
+extern const colibri_isa_table colibri_isa_amx;
 extern const colibri_isa_table colibri_isa_neon;
 extern const colibri_isa_table colibri_isa_neon_dotprod;
 
@@ -105,6 +106,7 @@ const colibri_isa_table *colibri_isa_find(const char *name);
 int colibri_cpu_has_avx2(void);
 int colibri_cpu_has_avx_vnni(void);
 int colibri_cpu_has_avx512(void);
+int colibri_cpu_has_amx(void);   /* avx512 plus AMX-TILE and AMX-INT8, the tile state granted by the OS */
 int colibri_cpu_has_neon(void);
 int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product instructions */
 
@@ -324,6 +326,8 @@ COLIBRI_DECLARE_EXACT_ALL(neon)   /* arm_neon/exact.c, shared by the neon and ne
     }
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx512)
 COLIBRI_DECLARE_BLOCK_GEMM(avx512)
+COLIBRI_DECLARE_GEMM(q4_k, amx) COLIBRI_DECLARE_GEMM(q5_k, amx) COLIBRI_DECLARE_GEMM(iq4_xs, amx)
+COLIBRI_DECLARE_GEMM(mxfp4, amx)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon)
 COLIBRI_DECLARE_BLOCK_GEMM(neon)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon_dotprod)

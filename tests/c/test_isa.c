@@ -1,6 +1,6 @@
 /*
  * test_isa.c — every SIMD kernel table this build has and this CPU can run
- * (avx512, avx_vnni, avx2, neon_dotprod, neon), forced one after the other, against the scalar
+ * (amx, avx512, avx_vnni, avx2, neon_dotprod, neon), forced one after the other, against the scalar
  * reference (quant.h's type table), for every weight dtype:
  *   - bitwise equal to the reference vec_dot on odd shapes: rows 1..67, cols
  *     1..2048 with tails for F32/F16/BF16 and whole blocks up to 2048 for the
@@ -50,7 +50,7 @@
 static uint64_t rng = 7;
 static int n_mismatched;   /* shapes whose result differs bitwise from the reference */
 
-static const char *const isa_names[] = {"avx512", "avx_vnni", "avx2", "neon_dotprod", "neon"};
+static const char *const isa_names[] = {"amx", "avx512", "avx_vnni", "avx2", "neon_dotprod", "neon"};
 static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 13, 31, 67};
 static const int64_t float_cols[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 255, 1000, 2047, 2048};
 static const int64_t block_cols[] = {32, 64, 96, 160, 256, 480, 768, 1024, 1280, 2016, 2048};   /* those that are

@@ -1,63 +1,8 @@
 /*
- * x86_avx512/isa.c — the AVX-512 kernel table: VNNI block kernels; the float
- * dot_rows kernels are AVX2's (a wider vector would change the reference's
- * 8-lane summation order, and vdpbf16ps rounds the activations to bf16, so
- * neither could stay bitwise equal to the reference; the float dots are
- * memory-bound at decode anyway); the float gemm kernels keep those 8 lanes,
- * two tokens to a 512-bit register, in a 4 rows × 8 tokens tile (gemm_float.c).
+ * x86_avx512/isa.c — the AVX-512 kernel table (AVX-512 F, BW, VL, VNNI):
+ * x86_avx512/table.h's, with the vpdpbusd panels for the gemm of the types of
+ * quant_blocks.h.
  */
-#include "../isa.h"
-#include "../quant.h"
+#include "table.h"
 
-const colibri_isa_table colibri_isa_avx512 = {
-    "avx512",
-    colibri_cpu_has_avx512,
-    {
-        [COLIBRI_DTYPE_F32] = colibri_dot_rows_f32_avx2,
-        [COLIBRI_DTYPE_F16] = colibri_dot_rows_f16_avx2,
-        [COLIBRI_DTYPE_BF16] = colibri_dot_rows_bf16_avx2,
-        [COLIBRI_DTYPE_Q8_0] = colibri_dot_rows_q8_0_avx512,
-        [COLIBRI_DTYPE_Q4_0] = colibri_dot_rows_q4_0_avx512,
-        [COLIBRI_DTYPE_Q4_1] = colibri_dot_rows_q4_1_avx512,
-        [COLIBRI_DTYPE_Q5_0] = colibri_dot_rows_q5_0_avx512,
-        [COLIBRI_DTYPE_Q5_1] = colibri_dot_rows_q5_1_avx512,
-        [COLIBRI_DTYPE_Q2_K] = colibri_dot_rows_q2_k_avx512,
-        [COLIBRI_DTYPE_Q3_K] = colibri_dot_rows_q3_k_avx512,
-        [COLIBRI_DTYPE_Q4_K] = colibri_dot_rows_q4_k_avx512,
-        [COLIBRI_DTYPE_Q5_K] = colibri_dot_rows_q5_k_avx512,
-        [COLIBRI_DTYPE_Q6_K] = colibri_dot_rows_q6_k_avx512,
-        [COLIBRI_DTYPE_IQ4_NL] = colibri_dot_rows_iq4_nl_avx512,
-        [COLIBRI_DTYPE_IQ4_XS] = colibri_dot_rows_iq4_xs_avx512,
-        [COLIBRI_DTYPE_MXFP4] = colibri_dot_rows_mxfp4_avx512,
-    },
-    {
-        [COLIBRI_DTYPE_F32] = colibri_gemm_f32_avx512,
-        [COLIBRI_DTYPE_F16] = colibri_gemm_f16_avx512,
-        [COLIBRI_DTYPE_BF16] = colibri_gemm_bf16_avx512,
-        [COLIBRI_DTYPE_Q8_0] = colibri_gemm_q8_0_avx512,
-        [COLIBRI_DTYPE_Q4_0] = colibri_gemm_q4_0_avx512,
-        [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_avx512,
-        [COLIBRI_DTYPE_Q5_0] = colibri_gemm_q5_0_avx512,
-        [COLIBRI_DTYPE_Q5_1] = colibri_gemm_q5_1_avx512,
-        [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k_avx512,
-        [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k_avx512,
-        [COLIBRI_DTYPE_Q4_K] = colibri_gemm_q4_k_avx512,
-        [COLIBRI_DTYPE_Q5_K] = colibri_gemm_q5_k_avx512,
-        [COLIBRI_DTYPE_Q6_K] = colibri_gemm_q6_k_avx512,
-        [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_iq4_nl_avx512,
-        [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_avx512,
-        [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_avx512,
-    },
-    colibri_quantize_q8_h_avx512,
-    colibri_quantize_q8_s_avx512,
-    {colibri_weighted_sum_f32_avx512, colibri_weighted_sum_f16_avx512},
-    {colibri_f32_row_from_f32, colibri_f16_row_from_f32_avx2},
-    colibri_softmax_avx512,
-    colibri_silu_mul_avx512,
-    /* measured on the Mixtral-small expert shapes, one thread, weights from DRAM: Q4_0 dot_rows
-     * per token 0.57 ms at 4 tokens against the row-panel gemm's 0.74, 0.81 / 0.74 at 6 */
-    .gemm_from = {[COLIBRI_DTYPE_Q8_0] = 6, [COLIBRI_DTYPE_Q4_0] = 5, [COLIBRI_DTYPE_Q4_1] = 5},
-    /* exact mode: AVX2's (its dot is the F32 dot_rows above, AVX2's, on the dequantized rows) */
-    .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),
-    .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2),
-};
+COLIBRI_AVX512_TABLE(colibri_isa_avx512, "avx512", colibri_cpu_has_avx512, avx512)

@@ -1,0 +1,8 @@
+/*
+ * x86_amx/isa.c — the AMX kernel table (AVX-512 plus AMX-TILE and AMX-INT8:
+ * Intel since Sapphire Rapids): x86_avx512/table.h's, with AMX tiles for the
+ * gemm of Q4_K, Q5_K, IQ4_XS and MXFP4 (gemm_blocks.c).
+ */
+#include "../x86_avx512/table.h"
+
+COLIBRI_AVX512_TABLE(colibri_isa_amx, "amx", colibri_cpu_has_amx, amx)
