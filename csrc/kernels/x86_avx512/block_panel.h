@@ -91,6 +91,13 @@ static inline __m512 colibri_bp_f16(const char *const blk[16], int64_t at) {
 #define COLIBRI_BP_PAIR_32(WBLOCK, QUANTS2, row, p, ng) \
     QUANTS2(&((const WBLOCK *)(row))[2 * (p)], &((const WBLOCK *)(row))[2 * (p) + 1 < (ng) ? 2 * (p) + 1 : 2 * (p)])
 
+/* row_at[r]: row r0 + r of w (rows w_stride bytes apart), the rows past the kr real ones
+ * repeating the last. */
+static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const void *w, int64_t w_stride, int64_t r0,
+                                      int64_t kr) {
+    for (int r = 0; r < COLIBRI_BP_ROWS; r++) row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;
+}
+
 /* Group g's scales of the 16 rows row_at[r] (each at its first group, g0 + g of the row)
  * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*). */
 #define COLIBRI_BP_FILL_SCALES(scales, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16)                             \

@@ -65,9 +65,7 @@ typedef struct colibri_block_panel {
                 for (int64_t r0 = 0; r0 < rows; r0 += COLIBRI_BP_ROWS) {                                          \
                     int64_t kr = rows - r0 < COLIBRI_BP_ROWS ? rows - r0 : COLIBRI_BP_ROWS;                       \
                     const char *row_at[COLIBRI_BP_ROWS];   /* row_at: [row] the rows, the last one repeated */    \
-                    for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                                   \
-                        row_at[r] = (const char *)w + (r0 + (r < kr ? r : kr - 1)) * w_stride;                    \
-                    }                                                                                             \
+                    colibri_bp_rows_at(row_at, w, w_stride, r0, kr);                                              \
                     for (int64_t p = 0; p < (ng + 1) / 2; p++) {   /* quants: group pair p of every row */       \
                         for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                               \
                             const char *chunk = row_at[r] + g0 * 32 / (ELEMS) * (int64_t)sizeof(WBLOCK);          \
