@@ -438,8 +438,9 @@ COLIBRI_API void colibri_free(colibri_context *ctx);
  * valid while the context lives. */
 COLIBRI_API const colibri_hparams *colibri_context_hparams(const colibri_context *ctx);
 
-/* The SIMD kernel set in use: "avx512", "avx2", "neon" or "scalar" — the
- * best this build and CPU can run, chosen once per process, or the one the
+/* The SIMD kernel set in use: "amx", "avx512", "avx_vnni", "avx2",
+ * "neon_dotprod", "neon" or "scalar" — the best this build and CPU can run,
+ * chosen once per process, or the one the
  * COLIBRI_ISA environment variable names (if it cannot run here, stderr says
  * so and the best is used). Every set gives bitwise the same results. */
 COLIBRI_API const char *colibri_isa(void);
