@@ -315,9 +315,22 @@ COLIBRI_API int32_t colibri_context_pinned(const colibri_context *ctx) {
     return ctx ? ctx->pinned : -1;
 }
 
+int colibri_context_claim(colibri_context *ctx, const char *what) {
+    if (!__atomic_exchange_n(&ctx->stepping, 1, __ATOMIC_ACQUIRE)) return 1;
+    colibri_error_set(COLIBRI_ERR_STATE, "%s: the context is running a step on another thread "
+                                         "(one step at a time per context)", what);
+    return 0;
+}
+
+void colibri_context_release(colibri_context *ctx) {
+    __atomic_store_n(&ctx->stepping, 0, __ATOMIC_RELEASE);
+}
+
 COLIBRI_API int colibri_context_set_exact(colibri_context *ctx, int exact) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "set_exact: context is NULL");
+    if (!colibri_context_claim(ctx, "set_exact")) return COLIBRI_ERR_STATE;
     ctx->exact = exact != 0;
+    colibri_context_release(ctx);
     return COLIBRI_OK;
 }
 
@@ -344,7 +357,9 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq) {
         return colibri_error_set(COLIBRI_ERR_INVALID, "seq_clear: sequence %d out of range [0, %d)",
                                  seq, ctx->n_seq);
     }
+    if (!colibri_context_claim(ctx, "seq_clear")) return COLIBRI_ERR_STATE;
     ctx->seq_len[seq] = 0;
     ctx->carry_n = 0;   /* a carried span may hold the sequence's tokens */
+    colibri_context_release(ctx);
     return COLIBRI_OK;
 }

@@ -662,8 +662,18 @@ static int colibri_host_little_endian(void) {
     return *(const unsigned char *)&one == 1;
 }
 
+static int colibri_context_page_experts_claimed(colibri_context *ctx, const colibri_paging_options *opt);
+
 COLIBRI_API int colibri_context_page_experts(colibri_context *ctx, const colibri_paging_options *opt) {
     if (!ctx || !opt) return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: context and options must be set");
+    if (!colibri_context_claim(ctx, "page_experts")) return COLIBRI_ERR_STATE;
+    int rc = colibri_context_page_experts_claimed(ctx, opt);
+    colibri_context_release(ctx);
+    return rc;
+}
+
+/* colibri_context_page_experts on a context this thread has claimed. */
+static int colibri_context_page_experts_claimed(colibri_context *ctx, const colibri_paging_options *opt) {
     if (ctx->paging) return colibri_error_set(COLIBRI_ERR_STATE, "page_experts: the context already pages its experts");
     if (opt->n_slots < 1) {
         return colibri_error_set(COLIBRI_ERR_INVALID, "page_experts: n_slots must be >= 1, got %lld",
@@ -706,7 +716,17 @@ COLIBRI_API int colibri_context_page_experts(colibri_context *ctx, const colibri
     return COLIBRI_OK;
 }
 
+static int colibri_paging_pin_claimed(colibri_context *ctx, const int32_t *layers, const int32_t *experts, int32_t n);
+
 COLIBRI_API int colibri_paging_pin(colibri_context *ctx, const int32_t *layers, const int32_t *experts, int32_t n) {
+    if (ctx && !colibri_context_claim(ctx, "paging_pin")) return COLIBRI_ERR_STATE;
+    int rc = colibri_paging_pin_claimed(ctx, layers, experts, n);
+    if (ctx) colibri_context_release(ctx);
+    return rc;
+}
+
+/* colibri_paging_pin on a context this thread has claimed (or NULL). */
+static int colibri_paging_pin_claimed(colibri_context *ctx, const int32_t *layers, const int32_t *experts, int32_t n) {
     colibri_paging *p = ctx ? ctx->paging : NULL;
     if (!p) return colibri_error_set(COLIBRI_ERR_STATE, "paging_pin: the context does not page its experts");
     if (n < 0 || (n > 0 && (!layers || !experts))) {

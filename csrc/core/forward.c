@@ -249,12 +249,9 @@ static int colibri_forward_step(colibri_context *ctx, const colibri_batch *batch
 COLIBRI_API int colibri_forward_span(colibri_context *ctx, const colibri_batch *batch,
                                      const colibri_layer_span *span, const colibri_outputs *out) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "forward: context is NULL");
-    if (__atomic_exchange_n(&ctx->stepping, 1, __ATOMIC_ACQUIRE)) {
-        return colibri_error_set(COLIBRI_ERR_STATE, "forward: the context is running a step on another thread "
-                                                    "(one step at a time per context)");
-    }
+    if (!colibri_context_claim(ctx, "forward")) return COLIBRI_ERR_STATE;
     int rc = colibri_forward_step(ctx, batch, span, out);
-    __atomic_store_n(&ctx->stepping, 0, __ATOMIC_RELEASE);
+    colibri_context_release(ctx);
     return rc;
 }
 

@@ -242,7 +242,8 @@ struct colibri_context {
     int32_t *carry_seq;     /* carry_seq: [n_batch] their sequences */
     int32_t carry_n;        /* tokens carried (0: none) */
     int32_t carry_layer;    /* the layer they run next */
-    int32_t stepping;       /* 1 while a forward step runs (atomic): a second caller is refused */
+    int32_t stepping;       /* 1 while a step or a call that changes what steps read runs (atomic;
+                               colibri_context_claim): a second caller is refused */
     void *k_cache;          /* k_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] post-RoPE keys, kv_dtype;
                                latent attention: [n_seq, n_layer, n_ctx, Kl] latent rows */
     void *v_cache;          /* v_cache: [n_seq, n_layer, n_head_kv, n_ctx, head_dim] values, kv_dtype
@@ -255,6 +256,13 @@ struct colibri_context {
     struct colibri_paging *paging;     /* the expert cache when the context pages its experts
                                           (colibri_context_page_experts), else NULL */
 };
+
+/* One caller at a time per context (context.c): a forward step, or a call that changes what a
+ * step reads (the KV lengths, the precision, paging, pins, the profile). 1: ctx is the caller's
+ * until colibri_context_release; 0: a step runs on another thread, COLIBRI_ERR_STATE is set
+ * (the message names `what`) and nothing may change. */
+int colibri_context_claim(colibri_context *ctx, const char *what);
+void colibri_context_release(colibri_context *ctx);
 
 /* ---- compute (forward.c, attention.c, moe.c, mlp.c) -------------------------- */
 /* Quantizes the activations of block-type jobs into s.xq (once per distinct

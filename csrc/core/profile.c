@@ -66,8 +66,18 @@ void colibri_profile_free(colibri_profile *p) {
     free(p);
 }
 
+static int colibri_profile_enable_claimed(colibri_context *ctx, int on);
+
 COLIBRI_API int colibri_profile_enable(colibri_context *ctx, int on) {
     if (!ctx) return colibri_error_set(COLIBRI_ERR_INVALID, "profile_enable: context is NULL");
+    if (!colibri_context_claim(ctx, "profile_enable")) return COLIBRI_ERR_STATE;
+    int rc = colibri_profile_enable_claimed(ctx, on);
+    colibri_context_release(ctx);
+    return rc;
+}
+
+/* colibri_profile_enable on a context this thread has claimed. */
+static int colibri_profile_enable_claimed(colibri_context *ctx, int on) {
     colibri_profile_free(ctx->profile);
     ctx->profile = NULL;
     colibri_threadpool_timing(ctx->pool, on);

@@ -1117,6 +1117,21 @@ static void test_batch_errors(void) {
     CHECK(strstr(colibri_last_error(), "forward: the context is running a step on another thread"),
           "message: %s", colibri_last_error());
     CHECK(colibri_seq_len(ctx, 0) == 3, "a refused step changes nothing");
+    /* nor may a call change what the running step reads: each refused in one line, nothing changed */
+    CHECK_STATUS(colibri_seq_clear(ctx, 0), COLIBRI_ERR_STATE);
+    CHECK(strstr(colibri_last_error(), "seq_clear: the context is running a step on another thread"),
+          "message: %s", colibri_last_error());
+    CHECK(colibri_seq_len(ctx, 0) == 3, "a refused seq_clear changes nothing");
+    CHECK_STATUS(colibri_context_set_exact(ctx, 1), COLIBRI_ERR_STATE);
+    CHECK(ctx->exact == 0, "a refused set_exact changes nothing");
+    CHECK_STATUS(colibri_profile_enable(ctx, 1), COLIBRI_ERR_STATE);
+    CHECK(ctx->profile == NULL, "a refused profile_enable changes nothing");
+    colibri_paging_options paging = {.n_slots = 1};
+    CHECK_STATUS(colibri_context_page_experts(ctx, &paging), COLIBRI_ERR_STATE);
+    CHECK(ctx->paging == NULL, "a refused page_experts changes nothing");
+    CHECK_STATUS(colibri_paging_pin(ctx, NULL, NULL, 0), COLIBRI_ERR_STATE);
+    CHECK(strstr(colibri_last_error(), "paging_pin: the context is running a step"), "message: %s",
+          colibri_last_error());
     __atomic_store_n(&ctx->stepping, 0, __ATOMIC_SEQ_CST);
     CHECK(test_step(ctx, 2, tok, next_pos, zero_seq, NULL, NULL) == 0, "a valid batch still runs");
     colibri_context_free(ctx);
