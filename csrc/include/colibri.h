@@ -359,7 +359,11 @@ COLIBRI_API int colibri_seq_clear(colibri_context *ctx, int32_t seq);
  * the same logits at one thread's speed; one that pages its experts is
  * refused (COLIBRI_ERR_STATE), its readers being in the parent. Freeing
  * either in the child is safe. One step at a time per context: a call while
- * another thread's step on it runs is refused (COLIBRI_ERR_STATE). */
+ * another thread's step on it runs is refused (COLIBRI_ERR_STATE), as are
+ * colibri_seq_clear, colibri_context_set_exact, colibri_profile_enable,
+ * colibri_context_page_experts and colibri_paging_pin during one. Freeing a
+ * context (colibri_context_free, colibri_free) while a step on it runs is the
+ * caller's to prevent: the free cannot be refused. */
 COLIBRI_API int colibri_forward(colibri_context *ctx, const colibri_batch *batch,
                                 const colibri_outputs *out);
 
