@@ -191,7 +191,8 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
                             if (g == 0) continue;                                                                 \
                             const int64_t gs = g - 1;   /* the group whose float step runs */                    \
                             int32_t(*dots)[COLIBRI_AMX_TOKENS] = dots2[gs % 2];   /* dots: [row, token] */         \
-                            __m512 da = _mm512_loadu_ps(&side.d[gs][j0]);   /* [token] */                          \
+                            __m512 da = _mm512_loadu_ps(&side.d[gs][j0]);       /* da: [token] */                  \
+                            __m512 a01 = _mm512_loadu_ps(&side.a01[gs][j0]);    /* a01: [token] */                 \
                             const float *s0 = (const float *)&panel.sc.s[gs][0], *m0 = (const float *)&panel.sc.m[gs][0]; \
                             const float *d = (const float *)&panel.sc.d[gs], *dm = (const float *)&panel.sc.dm[gs];  \
                             COLIBRI_AMX_UNROLL                                                                    \
@@ -200,7 +201,7 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
                                 if (S_AT == COLIBRI_PER_GROUP) isum = _mm512_mul_ps(isum, _mm512_set1_ps(s0[r]));     \
                                 __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(_mm512_set1_ps(d[r]), da));          \
                                 if (M_AT != COLIBRI_NONE) {                                                       \
-                                    __m512 msum = _mm512_mul_ps(_mm512_set1_ps(m0[r]), _mm512_loadu_ps(&side.a01[gs][j0])); \
+                                    __m512 msum = _mm512_mul_ps(_mm512_set1_ps(m0[r]), a01);                      \
                                     v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(_mm512_set1_ps(dm[r]), da))); \
                                 }                                                                                 \
                                 acc[r] = _mm512_add_ps(acc[r], v);                                                \

@@ -65,10 +65,10 @@ static inline __m512 colibri_bp_f16(const char *const blk[16], int64_t at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
-/* The D and DMIN of group g (sc: a colibri_block_scales): as GROUP_SCALES gave them (d16, dm16: [row]), or for
- * the 256-element types the f16 fields of the rows' super-blocks (sb: [row]) widened 16
- * at once (GROUP_SCALES's f16 calls, whose results then go unused, are dropped:
- * colibri_f16_to_f32 is const). */
+/* The D and DMIN of group g (sc: a colibri_block_scales): as GROUP_SCALES gave them (d16,
+ * dm16: [row]), or for the 256-element types the f16 fields of the rows' super-blocks (sb:
+ * [row]) widened 16 at once (GROUP_SCALES's f16 calls, whose results then go unused, are
+ * dropped: colibri_f16_to_f32 is const). */
 #define COLIBRI_BP_D_SCALES(sc, g, sb, d16, dm16) \
     ((sc).d[g] = _mm512_loadu_ps(d16), (sc).dm[g] = _mm512_loadu_ps(dm16))
 #define COLIBRI_BP_D_SUPER(sc, g, sb, WBLOCK, D_AT, DMIN_AT)                                               \
@@ -100,24 +100,24 @@ static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const
 
 /* Group g's scales of the 16 rows row_at[r] (each at its first group, g0 + g of the row)
  * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*). */
-#define COLIBRI_BP_FILL_SCALES(scales, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16)                             \
-    do {                                                                                                      \
-        float s16[2][COLIBRI_BP_ROWS], m16[2][COLIBRI_BP_ROWS];   /* [half, row] */                           \
-        float d16[COLIBRI_BP_ROWS], dm16[COLIBRI_BP_ROWS];        /* [row] */                                 \
-        const char *sb[COLIBRI_BP_ROWS];   /* sb: [row] the block that holds group g0 + g */                  \
-        for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                                           \
-            colibri_group_scales gs;                                                                          \
-            GROUP_SCALES((row_at)[r], (g0) + (g), &gs);                                                       \
-            for (int h = 0; h < 2; h++) s16[h][r] = (float)gs.sc[h], m16[h][r] = (float)gs.m[h];              \
-            d16[r] = gs.d, dm16[r] = gs.dmin;                                                                 \
-            sb[r] = (row_at)[r] + ((g0) + (g)) * 32 / (ELEMS) * (int64_t)sizeof(WBLOCK);                      \
-        }                                                                                                     \
-        for (int h = 0; h < 2; h++) {                                                                         \
-            (scales).s[g][h] = _mm512_loadu_ps(s16[h]);                                                           \
-            (scales).m[g][h] = _mm512_loadu_ps(m16[h]);                                                           \
-        }                                                                                                     \
-        D16(scales, g, sb, d16, dm16);                                                                            \
-        (void)sb, (void)d16, (void)dm16;                                                                      \
+#define COLIBRI_BP_FILL_SCALES(scales, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16)          \
+    do {                                                                                         \
+        float s16[2][COLIBRI_BP_ROWS], m16[2][COLIBRI_BP_ROWS];   /* [half, row] */              \
+        float d16[COLIBRI_BP_ROWS], dm16[COLIBRI_BP_ROWS];        /* [row] */                    \
+        const char *sb[COLIBRI_BP_ROWS];   /* sb: [row] the block that holds group g0 + g */     \
+        for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                              \
+            colibri_group_scales gs;                                                             \
+            GROUP_SCALES((row_at)[r], (g0) + (g), &gs);                                          \
+            for (int h = 0; h < 2; h++) s16[h][r] = (float)gs.sc[h], m16[h][r] = (float)gs.m[h]; \
+            d16[r] = gs.d, dm16[r] = gs.dmin;                                                    \
+            sb[r] = (row_at)[r] + ((g0) + (g)) * 32 / (ELEMS) * (int64_t)sizeof(WBLOCK);         \
+        }                                                                                        \
+        for (int h = 0; h < 2; h++) {                                                            \
+            (scales).s[g][h] = _mm512_loadu_ps(s16[h]);                                          \
+            (scales).m[g][h] = _mm512_loadu_ps(m16[h]);                                          \
+        }                                                                                        \
+        D16(scales, g, sb, d16, dm16);                                                           \
+        (void)sb, (void)d16, (void)dm16;                                                         \
     } while (0)
 
 #endif /* COLIBRI_X86_AVX512_BLOCK_PANEL_H */

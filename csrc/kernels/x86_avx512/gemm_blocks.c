@@ -76,10 +76,10 @@ typedef struct colibri_block_panel {
                             colibri_transpose16(urow, 32 * (g - 2 * p) + 16, panel.qs[g] + 4);                    \
                         }                                                                                         \
                     }                                                                                             \
-                    for (int64_t g = 0; g < ng; g++) {   /* scales */                                \
-                        COLIBRI_BP_FILL_SCALES(panel.sc, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16);       \
+                    for (int64_t g = 0; g < ng; g++) {   /* scales */                                             \
+                        COLIBRI_BP_FILL_SCALES(panel.sc, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16);        \
                     }                                                                                             \
-                    __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                \
+                    __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                 \
                     for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_BP_TILE) {                                        \
                         const char *arow[COLIBRI_BP_TILE];   /* arow: the tile's activation quants of group g0 */ \
                         __m512 acc[COLIBRI_BP_TILE];         /* acc: [token] 16 rows' running sums */             \
