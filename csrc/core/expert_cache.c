@@ -49,6 +49,7 @@ typedef struct colibri_slot {
     int32_t n_pieces;     /* the expert's reads (colibri_expert_pieces) */
     int32_t next_piece;   /* the first piece no reader has taken */
     int32_t pieces_left;  /* pieces not read yet (taken or not) */
+    uint64_t piece_bytes; /* bytes its finished pieces read; they reach the stats with the last piece */
     uint8_t state;        /* SLOT_*: QUEUED until a reader takes a piece, LOADING until all are read */
     uint8_t urgent;       /* a layer waits on this read */
     uint8_t ahead;        /* read ahead and not needed since */
@@ -182,8 +183,9 @@ static void *colibri_reader_main(void *arg) {
                 memcpy(p->error, err, sizeof err);
             }
         }
-        p->stats.bytes_read += (int64_t)bytes;
+        slot->piece_bytes += bytes;
         if (--slot->pieces_left == 0) {
+            p->stats.bytes_read += (int64_t)slot->piece_bytes;   /* whole reads only: a stats snapshot never splits one */
             slot->state = SLOT_READY;
             pthread_cond_broadcast(&p->done);
         }
@@ -260,6 +262,7 @@ static void colibri_slot_fill(colibri_paging *p, int64_t s, int64_t owner, int u
     slot->owner = owner;
     slot->n_pieces = slot->pieces_left = colibri_expert_pieces(&p->layout[owner]);
     slot->next_piece = 0;
+    slot->piece_bytes = 0;
     slot->state = SLOT_QUEUED;
     slot->urgent = (uint8_t)urgent;
     slot->ahead = (uint8_t)!urgent;

@@ -539,7 +539,7 @@ typedef struct colibri_paging_stats {
     int64_t predicted_needed;  /* experts needed by a layer that had a prediction, and predicted */
     int64_t needed_after_prediction;   /* experts needed by a layer that had a prediction */
     int64_t reads;             /* expert reads issued (demand + ahead) */
-    int64_t bytes_read;        /* bytes read from storage */
+    int64_t bytes_read;        /* bytes read from storage, by finished expert reads (one in flight counts when done) */
     int64_t waves;             /* expert passes beyond one per MoE layer and step, for want
                                   of slots (not the passes over experts read while others
                                   are still being read) */
