@@ -49,6 +49,8 @@ typedef struct colibri_token_side {
     float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] d·(sum_0 + sum_1) (Q4_1 only) */
     int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·(sum_0 + sum_1) */
     int16_t k[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k: [block, token, half] multipliers */
+    float start_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start_f: [block, token] start, as a float (exact) */
+    float k_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k_f: [block, token, half] k, as floats */
 } colibri_token_side;
 
 /* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks
@@ -67,6 +69,9 @@ static inline void colibri_token_side_fill(colibri_token_side *side, const char 
             side->start[b][j] = -c * sum;
             side->k[b][j][0] = blk->k[0];
             side->k[b][j][1] = blk->k[1];
+            side->start_f[b][j] = (float)side->start[b][j];
+            side->k_f[b][j][0] = (float)blk->k[0];
+            side->k_f[b][j][1] = (float)blk->k[1];
         }
     }
 }

@@ -31,7 +31,7 @@ typedef struct colibri_block_tokens {
     float a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];       /* a: [group, half, token] half sums A_h, as floats */
     float a01[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];        /* a01: [group, token] (float)(A_0 + A_1) */
     int32_t start[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS]; /* start: [group, half, token] -C A_h; one chain or Q8_H: [0] -C (A_0 + A_1) */
-    int32_t k[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];     /* k: [group, half, token] Q8_H's k_h (Q8_S: unset) */
+    float k[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];       /* k: [group, half, token] Q8_H's k_h, as floats (Q8_S: unset) */
 } colibri_block_tokens;
 
 /* The side of tokens t0.. (nt of them, real ones kt) for groups [g0, g0 + ng) from their
@@ -52,7 +52,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
             for (int h = 0; h < 2; h++) {
                 side->a[g][h][j] = (float)sum[h];
                 side->start[g][h][j] = (q8h || one_chain) && h == 0 ? -c * (sum[0] + sum[1]) : -c * sum[h];
-                if (q8h) side->k[g][h][j] = bh->k[h];
+                if (q8h) side->k[g][h][j] = (float)bh->k[h];
             }
         }
     }

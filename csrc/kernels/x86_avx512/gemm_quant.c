@@ -11,11 +11,14 @@
  * tokens at a time, their 16-row accumulators held in registers: token t's 4
  * activation bytes (Q8_H) of group g are broadcast and vpdpbusd adds each
  * row's 4 products to its lane; after a half's 4 groups lane r holds the
- * half's exact int32 dot, times the token's multiplier k_h (vpmulld) added
- * to the block's sum, which starts from the token's -c·(sum_0 + sum_1)
- * correction of the weight offset c (the sums carry k; precomputed per token
- * and block for the chunk, as are its f32 unit and k). The reference's float
- * step then runs lane by lane:
+ * half's exact int32 dot, times the token's multiplier k_h added to the
+ * block's sum, which starts from the token's -c·(sum_0 + sum_1) correction of
+ * the weight offset c (the sums carry k; precomputed per token and block for
+ * the chunk, as are its f32 unit and k). That sum is taken in float, by two
+ * FMAs (cheaper than vpmulld): every operand and partial sum is an integer
+ * below 2^24 (|half| <= 16·255·127, k <= 8, |c·sum| <= 128·2·8·16·127: under
+ * 1.3·10^7 in all), so each step is exact and the float is the int32 sum's.
+ * The reference's float step then runs lane by lane:
  *   acc_r += (float)isum_r * (d_w,r * d_a)   [+ m_w,r * (d_a·(sum_0 + sum_1)) for Q4_1]
  * blocks in order, so every y[t, r] is bitwise the reference dot
  * (quant_dot.c). Between block chunks a row's running sums rest in y (a
@@ -23,8 +26,8 @@
  * tokens past the last one repeat it; their results are dropped.
  *
  * The row panel is amortized over every token of the chunk (up to 64): per
- * token and block the work is 8 vpdpbusd, 2 vpmulld and 4 float operations
- * for 16 rows.
+ * token and block the work is 8 vpdpbusd and 7 float operations for 16
+ * rows.
  * (The kernel before this one broadcast the weights against a panel of 16
  * tokens' activations; it paid 8 weight-unpacking operations per row and
  * block and idled lanes below 16 tokens: 2-3 times slower from 2 tokens on.)
@@ -137,7 +140,7 @@ static inline void colibri_rp_fill_q4_1(colibri_row_panel *p, int64_t b, const c
                             COLIBRI_RP_UNROLL                                                             \
                             for (int j = 0; j < COLIBRI_RP_TILE; j++) {                                   \
                                 const char *a = arow[j] + b * a_bytes;                                    \
-                                __m512i isum = _mm512_set1_epi32(side.start[b][j0 + j]);                  \
+                                __m512 isum = _mm512_set1_ps(side.start_f[b][j0 + j]);                    \
                                 COLIBRI_RP_UNROLL                                                         \
                                 for (int h = 0; h < 2; h++) {                                             \
                                     __m512i half = _mm512_setzero_si512();   /* the half's dot */         \
@@ -147,11 +150,11 @@ static inline void colibri_rp_fill_q4_1(colibri_row_panel *p, int64_t b, const c
                                         memcpy(&word, a + 4 * g, sizeof word);                            \
                                         half = _mm512_dpbusd_epi32(half, panel.qs[b][g], _mm512_set1_epi32(word)); \
                                     }                                                                     \
-                                    __m512i k = _mm512_set1_epi32(side.k[b][j0 + j][h]);                  \
-                                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(half, k));           \
+                                    __m512 k = _mm512_set1_ps(side.k_f[b][j0 + j][h]);                    \
+                                    isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(half), k, isum);            \
                                 }                                                                         \
                                 __m512 scale = _mm512_mul_ps(panel.d[b], _mm512_set1_ps(side.d[b][j0 + j])); \
-                                __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale);                \
+                                __m512 v = _mm512_mul_ps(isum, scale);                                    \
                                 acc[j] = _mm512_add_ps(acc[j], OFFSET(v, &panel, b, &side, j0 + j));      \
                             }                                                                             \
                         }                                                                                 \
