@@ -13,7 +13,11 @@ Per case (shape, routing, budget; CASES):
   2. the storage read rate, probed by this process right before and right after each engine's
      run (random O_DIRECT reads of one expert window's size, 4 threads, 2 s; `colibri bench` also
      probes right after each of its rounds, and its share of the storage limit pairs each round
-     with its own probe);
+     with its own probe); and the memory read bandwidth with the run's threads, probed by this
+     process (outside the cgroup: the probe's 1 GiB would break the budget) right before and
+     after Colibri's run. A decode step reads every weight it uses from memory, cached experts
+     included, so however fast the storage, it cannot beat the memory limit (bandwidth / weight
+     bytes per decode token); the table gives both limits and the decode's share of the lower;
   3. `colibri bench --mem-budget B` inside a fresh cgroup of B, then llama.cpp (llama-cpp-python
      with --no-repack: the weights stay in their mmap; repacking copies them and is OOM-killed)
      inside a fresh cgroup of B, the same protocol (benchmarks/reference_engines.py; the decode
@@ -48,6 +52,7 @@ sys.path.insert(0, str(HERE))
 
 import models  # noqa: E402  (benchmarks/models.py)
 from cgroup import CgroupUnavailable, MemoryCgroup  # noqa: E402
+from colibri.bench import measure_read_bandwidth  # noqa: E402
 from colibri.bench_paging import measure_storage_read  # noqa: E402
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -174,11 +179,13 @@ def run_case(name: str, args, log) -> dict:
     rows = []
     for engine in args.engines.split(","):
         before = storage_probe(path, read_bytes)
+        memory = [measure_read_bandwidth(args.threads)] if engine == "colibri" else []   # GB/s
         evict(path)
         if engine == "colibri":
             command = [sys.executable, "-m", "colibri", "bench", str(path), "--mem-budget", str(budget), "-t",
                        str(args.threads), "--prompt", str(args.prompt), "--gen", str(args.gen), "--repeat",
-                       str(args.repeat), "--decode-input", args.decode_input, "--json"]
+                       str(args.repeat), "--decode-input", args.decode_input, "--bandwidth", f"{memory[0]:.3f}",
+                       "--json"]
             if args.prefetch_depth is not None:
                 command += ["--prefetch-depth", str(args.prefetch_depth)]
         else:
@@ -188,6 +195,8 @@ def run_case(name: str, args, log) -> dict:
                        args.decode_input]
         row = {"engine": engine, **in_cgroup(name, budget, command, args.timeout)}
         row["storage_probe_gb_s"] = [before, storage_probe(path, read_bytes)]
+        if memory:
+            row["memory_probe_gb_s"] = memory + [measure_read_bandwidth(args.threads)]
         row["load_1min"] = os.getloadavg()[0]
         rows.append(row)
         log(f"{name} {engine}: " + (row.get("error") or f"decode {row['decode_tok_s']:.3f} tok/s, peak "
@@ -219,16 +228,17 @@ def run_case(name: str, args, log) -> dict:
 def table(results: list[dict]) -> list[str]:
     """One Markdown row per engine and case."""
     head = ("| case | file | budget | engine | decode tok/s | prefill tok/s | read/token MB | storage GB/s "
-            "| storage limit tok/s | % of limit | hit rate | prefetch accuracy (2 ahead) | stall ms/token (reads ahead) "
+            "| storage limit tok/s | % of limit | memory GB/s | memory limit tok/s | % of the lower limit "
+            "| hit rate | prefetch accuracy (2 ahead) | stall ms/token (reads ahead) "
             "| peak cgroup MiB | failcnt | OOM kills | decode vs llama.cpp | machine load |")
-    out = [head, "|" + "---|" * 18]
+    out = [head, "|" + "---|" * 21]
     for res in results:
         by = {r["engine"]: r for r in res["rows"]}
         for r in res["rows"]:
             cells = [res["case"], f"{res['file_bytes'] / 1e9:.1f} GB", f"{res['budget_bytes'] / GIB:.1f} GiB",
                      r["engine"]]
             if "error" in r:
-                out.append("| " + " | ".join(cells + [r["error"]] + [""] * 9 +
+                out.append("| " + " | ".join(cells + [r["error"]] + [""] * 12 +
                                              [f"{r['cgroup_peak_bytes'] / MIB:.0f}", str(r["cgroup_failcnt"]),
                                               str(r["cgroup_oom_kills"]), "", f"{r['load_1min']:.1f}"]) + " |")
                 continue
@@ -239,11 +249,16 @@ def table(results: list[dict]) -> list[str]:
             limit = storage * 1e9 / per_token if per_token else float("inf")
             share = (paging["storage_limit_fraction"] if paging and paging["storage_limit_fraction"] is not None
                      else r["decode_tok_s"] / limit)
+            memory = statistics.median(r["memory_probe_gb_s"]) if "memory_probe_gb_s" in r else None
+            memory_limit = memory * 1e9 / r["bytes_per_token"] if memory else None
+            lower = min(limit, memory_limit) if memory_limit else None
             ratio = (f"{r['decode_tok_s'] / by['llama.cpp']['decode_tok_s']:.1f}x"
                      if r["engine"] == "colibri" and "decode_tok_s" in by.get("llama.cpp", {}) else "")
             d = paging["decode"] if paging else None
             cells += [f"{r['decode_tok_s']:.3f}", f"{r['prefill_tok_s']:.1f}", f"{per_token / 1e6:.0f}",
                       f"{storage:.2f}", f"{limit:.2f}", f"{100 * share:.0f}%",
+                      f"{memory:.2f}" if memory else "", f"{memory_limit:.2f}" if memory_limit else "",
+                      f"{100 * r['decode_tok_s'] / lower:.0f}%" if lower else "",
                       f"{100 * d['hit_rate']:.0f}%" if d else "",
                       (f"{100 * d['prefetch_accuracy']:.0f}%" + (f" ({100 * d['prefetch2_accuracy']:.0f}%)"
                                                                 if d.get("needed_after_prediction2") else ""))
