@@ -14,7 +14,7 @@
  *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
  *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
  *     weight / activation / output strides;
- *   - the types of quant_blocks.h on edge-case blocks (every byte one bit
+ *   - every block type on edge-case blocks (every byte one bit
  *     pattern, f16 scales from 0 and subnormals to ±65504, ±inf and NaN,
  *     MXFP4 exponents 0..255) against extreme activations: decode and gemm
  *     bitwise the reference (a NaN result may differ in its payload only);
@@ -296,7 +296,7 @@ static int test_same_float(float a, float b) {
     return memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b);
 }
 
-/* Edge-case blocks of the types of quant_blocks.h, decode and gemm bitwise the reference: every
+/* Edge-case blocks of every block type, decode and gemm bitwise the reference: every
  * byte of a block one pattern (0x00, 0xff, 0x55, 0xaa, 0x0f, 0xf0, 0x80, 0x7f: every quant, scale,
  * min and mask bit at the ends of its range or alternating) or random, block after block; each
  * row's f16 scales one of 0, -0, the smallest and largest subnormals, the smallest normal, ±1,
@@ -335,7 +335,7 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
             }
         }
     }
-    for (int32_t dtype = COLIBRI_DTYPE_Q5_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
+    for (int32_t dtype = COLIBRI_DTYPE_Q8_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
         int own_dot = test_own_dot(isa, dtype), own_gemm = test_own_gemm(isa, dtype);
         if (!own_dot && !own_gemm) continue;
