@@ -49,8 +49,8 @@ typedef struct colibri_token_side {
     float s[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS];       /* s: [block, token] d·(sum_0 + sum_1) (Q4_1 only) */
     int32_t start[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start: [block, token] -c·(sum_0 + sum_1) */
     int16_t k[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k: [block, token, half] multipliers */
-    float start_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start_f: [block, token] start, as a float (exact) */
-    float k_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k_f: [block, token, half] k, as floats */
+    float start_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS]; /* start_f: [block, token] start as a float (exact), */
+    float k_f[COLIBRI_PANEL_BLOCKS][COLIBRI_PANEL_TOKENS][2];  /* k_f: k as floats: x86_avx512/gemm_quant.c's FMA halves */
 } colibri_token_side;
 
 /* The activation sides of tokens t0.. (nt of them, real ones kt) for blocks

@@ -30,7 +30,7 @@ typedef struct colibri_block_tokens {
     float d[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];          /* d: [group, token] activation scales */
     float a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];       /* a: [group, half, token] half sums A_h, as floats */
     float a01[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];        /* a01: [group, token] (float)(A_0 + A_1) */
-    int32_t start[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS]; /* start: [group, half, token] -C A_h; one chain or Q8_H: [0] -C (A_0 + A_1) */
+    int32_t start[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS]; /* start: [group, half, token] -C A_h; one chain: [0] -C (A_0 + A_1) (Q8_H: not read) */
     float k[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];       /* k: [group, half, token] Q8_H's k_h, as floats (Q8_S: unset) */
 } colibri_block_tokens;
 
@@ -51,7 +51,7 @@ static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x,
             side->a01[g][j] = (float)(sum[0] + sum[1]);
             for (int h = 0; h < 2; h++) {
                 side->a[g][h][j] = (float)sum[h];
-                side->start[g][h][j] = (q8h || one_chain) && h == 0 ? -c * (sum[0] + sum[1]) : -c * sum[h];
+                side->start[g][h][j] = one_chain && h == 0 ? -c * (sum[0] + sum[1]) : -c * sum[h];
                 if (q8h) side->k[g][h][j] = (float)bh->k[h];
             }
         }
