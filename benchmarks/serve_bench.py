@@ -25,8 +25,11 @@ llama-server: build it from the llama.cpp sources vendored in the llama-cpp-pyth
 from __future__ import annotations
 
 import argparse
+import bisect
 import http.client
+import itertools
 import json
+import re
 import socket
 import statistics
 import subprocess
@@ -112,21 +115,27 @@ def llama_server(binary: Path, model: Path, slots: int, ctx: int, threads: int, 
 
 # ---- clients ----------------------------------------------------------------------------------
 def stream_completion(port: int, prompt: list[int], gen: int) -> dict:
-    """One streamed /v1/completions request: send time, each chunk's arrival, the usage count."""
+    """One streamed /v1/completions request: send time, each token chunk's arrival, the usage count.
+
+    The client shares the server's CPUs, so while the stream runs it only receives and
+    timestamps raw bytes (one recv and one clock read per arrival; http.client's chunked
+    reader and a json.loads per event cost 0.1-0.2 ms of CPU a token, taken from the server's
+    step); the HTTP response is parsed after the server has closed it (Connection: close)."""
     body = json.dumps({"prompt": prompt, "max_tokens": gen, "temperature": 0.0, "ignore_eos": True,
                        "stream": True, "stream_options": {"include_usage": True}}).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    sent = time.perf_counter()
-    conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    pieces: list[tuple[float, bytes]] = []                    # (arrival time, raw bytes) per recv
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as sock:
+        sent = time.perf_counter()
+        sock.sendall(head + body)
+        while data := sock.recv(1 << 16):
+            pieces.append((time.perf_counter(), data))
     arrivals, usage = [], None
-    for raw in resp:
-        line = raw.strip()
-        if not line.startswith(b"data: "):
+    for at, event in sse_events(pieces):
+        if not event.startswith(b"data: "):
             continue
-        data = line[6:]
+        data = event[6:].strip()
         if data == b"[DONE]":
             break
         chunk = json.loads(data)
@@ -134,10 +143,45 @@ def stream_completion(port: int, prompt: list[int], gen: int) -> dict:
             usage = chunk["usage"]["completion_tokens"]
         choice = chunk["choices"][0] if chunk.get("choices") else None
         if choice and (choice.get("finish_reason") is None or choice.get("text")):
-            arrivals.append(time.perf_counter())      # a token's chunk (its text may be "")
-    conn.close()
+            arrivals.append(at)                       # a token's chunk (its text may be "")
     return {"sent": sent, "arrivals": arrivals, "tokens": usage if usage is not None else len(arrivals),
             "prompt": len(prompt)}
+
+
+def sse_events(pieces: list[tuple[float, bytes]]):
+    """(arrival time, event) for each server-sent event of a raw HTTP/1.1 response received as
+    timed pieces: an event arrives with the piece that completes it. Raises on a status other
+    than 200. The body is chunked (Transfer-Encoding) or runs to the connection's end."""
+    raw = b"".join(p for _, p in pieces)
+    ends = list(itertools.accumulate(len(p) for _, p in pieces))      # raw offset where each piece ends
+    header_end = raw.find(b"\r\n\r\n")
+    if header_end < 0:
+        raise RuntimeError(f"no HTTP response header: {raw[:200]!r}")
+    status_line, *header_lines = raw[:header_end].decode("latin-1").split("\r\n")
+    if status_line.split()[1:2] != ["200"]:
+        raise RuntimeError(f"{status_line}: {raw[header_end + 4:][:200]!r}")
+    chunked = any(h.lower().replace(" ", "") == "transfer-encoding:chunked" for h in header_lines)
+    spans = []                                          # (raw start, raw end) of the body's bytes, in order
+    pos = header_end + 4
+    while chunked:
+        eol = raw.index(b"\r\n", pos)
+        size = int(raw[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            break
+        spans.append((eol + 2, eol + 2 + size))
+        pos = eol + 2 + size + 2
+    if not chunked:
+        spans.append((pos, len(raw)))
+    body = b"".join(raw[a:b] for a, b in spans)
+    raw_at = [b for _, b in spans]                      # body offset -> raw offset, span by span
+    body_ends = list(itertools.accumulate(b - a for a, b in spans))
+    start = 0
+    for blank in re.finditer(rb"\r?\n\r?\n", body):          # the blank line that ends an event
+        last = blank.end() - 1                            # the event's last byte, in the body
+        span = bisect.bisect_right(body_ends, last)
+        raw_last = raw_at[span] - (body_ends[span] - last)
+        yield pieces[bisect.bisect_right(ends, raw_last)][0], body[start:blank.start()]
+        start = blank.end()
 
 
 def load(port: int, prompts: list[list[int]], clients: int, gen: int) -> tuple[list[dict], float]:
