@@ -171,7 +171,7 @@ def replay(table: dict, clients: int, chunk: int, n_batch: int = 256, gen: int =
     return loop.result(clients=clients, chunk=chunk)
 
 
-def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chunk: int = 64, n_batch: int = 256,
+def replay_paced(table: dict, clients: int, slack: float, n_layer: int, chunk: int = 64, n_batch: int = 256,
                  gen: int = 128, requests: int = 3, noise: float = 0.05) -> dict:
     """The same closed loop under layer-sliced prefill (docs/SERVER.md): one chunk in flight,
     advanced by the engine's own PrefillPacer fed the table's step times (times 1 + noise * a
@@ -212,7 +212,8 @@ def replay_paced(table: dict, clients: int, slack: float, n_layer: int = 24, chu
     return loop.result(clients=clients, slack=slack)
 
 
-def print_replays(table: dict) -> None:
+def print_replays(table: dict, n_layer: int) -> None:
+    """The replays of both rules on a measured table, for a model of n_layer layers."""
     print("| clients | chunk | aggregate tok/s | TTFT p50 ms | ITL p50 / p99 ms | p99/p50 |\n|---|---|---|---|---|---|")
     for clients in (4, 16):
         for chunk in (8, 16, 32, 64):
@@ -223,7 +224,7 @@ def print_replays(table: dict) -> None:
           "|---|---|---|---|---|---|")
     for clients in (2, 4, 8, 16):
         for slack in (0.5, 0.7, 1.0):
-            r = replay_paced(table, clients, slack)
+            r = replay_paced(table, clients, slack, n_layer)
             print(f"| {clients} | {slack} | {r['aggregate_tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | "
                   f"{r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['itl_p99_ms'] / r['itl_p50_ms']:.2f} |")
 
@@ -235,9 +236,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--kv-type", default="f16")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--layers", type=int, default=None, help="with --replay: the model's layer count (older saved results lack it)")
     args = p.parse_args()
     if args.replay:
-        print_replays(json.loads(args.replay.read_text())["mixed_ms"])
+        saved = json.loads(args.replay.read_text())
+        n_layer = args.layers or saved.get("n_layer")
+        if not n_layer:
+            p.error(f"{args.replay} does not say the model's layer count: give --layers")
+        print_replays(saved["mixed_ms"], n_layer)
         return
     if args.model is None:
         p.error("MODEL is needed (or --replay FILE)")
@@ -252,14 +258,14 @@ def main() -> None:
         if label == "serve_ctx":
             result["engine_step"] = percentiles(engine_steps(model, prompt))
             print("engine.step", result["engine_step"], flush=True)
-        vocab = model.config.vocab_size
+        vocab, result["n_layer"] = model.config.vocab_size, model.config.num_layers
         model.close()
     prompt = rng.integers(259, vocab, size=PROMPT).tolist()
     result["mixed_ms"] = mixed_steps(args.model, args.threads, args.kv_type, prompt,
                                      rng.integers(259, vocab, size=64).tolist())
     result["load_after"] = loadavg()
     print(json.dumps(result))
-    print_replays(result["mixed_ms"])
+    print_replays(result["mixed_ms"], result["n_layer"])
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 
