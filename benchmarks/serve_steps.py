@@ -11,7 +11,8 @@ then the median of 6 steps of d decode tokens (each at its own slot, ~320 cached
 plus a c-token prompt chunk, for d in 1, 4, 16 and c in 0, 8, 16, 32, 64: the cost table the
 choice of --prefill-chunk rests on; and replays serve_bench's closed loop (prompts of 128-512
 tokens, 128 out, 2 requests a client) on the scheduler's rule with that table, per client count
-and chunk: aggregate tok/s, TTFT p50, ITL p50/p99 (--replay FILE: only that, from a saved JSON).
+and chunk: aggregate tok/s, TTFT p50, ITL p50/p99 (--replay FILE: only that, from a saved JSON;
+--layers N for a file without the model's layer count, which slices the replayed chunks).
 Run it alone (a quiet machine) and note the load printed.
 """
 from __future__ import annotations
