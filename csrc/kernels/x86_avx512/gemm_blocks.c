@@ -113,8 +113,8 @@ typedef struct colibri_block_panel {
                                     isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h[0]), _mm512_set1_ps(side.k[g][0][j0 + j]), isum); \
                                     isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h[1]), _mm512_set1_ps(side.k[g][1][j0 + j]), isum); \
                                 } else if (S_AT == COLIBRI_PER_HALF) {                                            \
-                                    isum = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.sc.s[g][0]),  \
-                                                         _mm512_mul_ps(_mm512_cvtepi32_ps(h[1]), panel.sc.s[g][1])); \
+                                    isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h[1]), panel.sc.s[g][1],              \
+                                                           _mm512_mul_ps(_mm512_cvtepi32_ps(h[0]), panel.sc.s[g][0])); \
                                 } else {                                                                          \
                                     isum = _mm512_cvtepi32_ps(h[0]);                                              \
                                     if (S_AT == COLIBRI_PER_GROUP) isum = _mm512_mul_ps(isum, panel.sc.s[g][0]);     \
@@ -123,8 +123,8 @@ typedef struct colibri_block_panel {
                                 __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(panel.sc.d[g], da));                    \
                                 if (M_AT != COLIBRI_NONE) {                                                       \
                                     __m512 msum = M_AT == COLIBRI_PER_HALF                                        \
-                                        ? _mm512_add_ps(_mm512_mul_ps(panel.sc.m[g][0], _mm512_set1_ps(side.a[g][0][j0 + j])), \
-                                                        _mm512_mul_ps(panel.sc.m[g][1], _mm512_set1_ps(side.a[g][1][j0 + j]))) \
+                                        ? _mm512_fmadd_ps(panel.sc.m[g][1], _mm512_set1_ps(side.a[g][1][j0 + j]),       \
+                                                          _mm512_mul_ps(panel.sc.m[g][0], _mm512_set1_ps(side.a[g][0][j0 + j]))) \
                                         : _mm512_mul_ps(panel.sc.m[g][0], _mm512_set1_ps(side.a01[g][j0 + j]));      \
                                     v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(panel.sc.dm[g], da)));    \
                                 }                                                                                 \
