@@ -7,7 +7,7 @@
  * by its reader before timing) two ways, and the faster counts: as
  * 64-bit words folded into 8 independent XOR chains (one load per word, no
  * arithmetic that could bound it), and through the active ISA's BF16
- * dot_rows kernel, whose software prefetch sweeps 8 KiB ahead (isa.h).
+ * dot_rows kernel, whose software prefetch sweeps COLIBRI_AHEAD_BYTES ahead (isa.h).
  * Measured on a 2-core AMD EPYC VM, one process, alternating: the plain loop
  * 22-24 GB/s with 1 thread and 44-45 with 2, the kernel 34-35 and 44-46 —
  * one core alone reaches DRAM's full rate only with the prefetch.

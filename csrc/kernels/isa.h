@@ -140,12 +140,11 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
 /* Groups between the one computed and the one prefetched: at least
  * COLIBRI_AHEAD_BYTES of rows ahead, so that short rows still cover DRAM's
  * latency (one group ahead was 2.3 KiB for a 1024-column Q4_0 matrix: one
- * thread read 15 GB/s there against 25 with 8 KiB; 4096 columns are 1 group
- * either way). 16 KiB, not 8: a 4096-column Q6_K group is 13 KiB, so 8 KiB
- * meant one group ahead, too close for its slower arithmetic (kernels_bench
- * 4096 4096 1024 1, one thread from DRAM, AVX-512, AMX Xeon VM, 4 alternating
- * runs: Q6_K 7.8-9.2 -> 10.3-10.4 GB/s, Q4_K 9.2-9.5 -> 10.2-10.5, Q8_0 and
- * Q4_0 level). */
+ * thread read 15 GB/s there against 25 with 8 KiB). 16 KiB, not 8: a
+ * 4096-column Q6_K group is 13 KiB, so 8 KiB meant the next group, too close
+ * (kernels_bench 4096 4096 1024 1, one thread from DRAM, AVX-512, AMX Xeon
+ * VM, 4 alternating runs: Q6_K 7.8-9.2 -> 10.3-10.4 GB/s, Q4_K 9.2-9.5 ->
+ * 10.2-10.5, Q8_0 and Q4_0 level). */
 #define COLIBRI_AHEAD_BYTES 16384
 #define COLIBRI_AHEAD_GROUPS(w_stride) \
     (1 + COLIBRI_AHEAD_BYTES / (COLIBRI_DOT_ROWS * ((w_stride) > 0 ? (w_stride) : 1)))
