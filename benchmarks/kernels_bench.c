@@ -6,8 +6,8 @@
  * MIB MiB (default 2048, well past the last-level cache — 480 MiB on some
  * servers), so DRAM is read, not cache. Prints a table and one JSON line per
  * result: GB/s of weight bytes, median of 5 passes. Then the multi-token
- * kernels (gemm): the first GEMM_ROWS rows against TOKENS activation rows
- * (default 64), in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
+ * kernels (gemm, and gemm_few where the table has one): the first GEMM_ROWS
+ * rows against TOKENS activation rows (default 64), in cache, as GMAC/s (multiply-adds per second). A benchmark, not a
  * test.
  *
  *   build/kernels_bench [rows cols [MIB [TOKENS [DTYPES [ISAS]]]]]
@@ -50,9 +50,10 @@ static int bench_cmp(const void *a, const void *b) {
 }
 
 /* One kernel to time: dot_rows (tokens == 1) on each of `copies` matrices
- * laid back to back, or gemm against `tokens` activation rows. */
+ * laid back to back, or gemm (few: gemm_few) against `tokens` activation rows. */
 typedef struct bench_call {
     const colibri_isa_table *isa;
+    int few;                     /* gemm_few, not gemm */
     int32_t dtype;
     const char *w;               /* w: [copies, rows, cols] of the dtype */
     int64_t row_bytes, copies, rows, cols;
@@ -72,7 +73,7 @@ static double bench_median_seconds(const bench_call *c) {
             if (c->tokens == 1) {
                 c->isa->dot_rows[c->dtype](w, c->row_bytes, c->x, c->cols, c->rows, c->y);
             } else {
-                c->isa->gemm[c->dtype](w, c->row_bytes, c->x, c->x_bytes, c->cols, c->rows, c->tokens, c->y, c->rows);
+                (c->few ? c->isa->gemm_few : c->isa->gemm)[c->dtype](w, c->row_bytes, c->x, c->x_bytes, c->cols, c->rows, c->tokens, c->y, c->rows);
             }
         }
         times[run] = (bench_now() - t0) / (double)c->copies;
@@ -114,7 +115,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
             if (!isa || !bench_listed(isas, isa->name)) continue;
-            bench_call call = {isa, dtype, w, row_bytes, copies, rows, cols, xq, 0, 1, y};
+            bench_call call = {isa, 0, dtype, w, row_bytes, copies, rows, cols, xq, 0, 1, y};
             double seconds = bench_median_seconds(&call);
             double gbs = (double)(rows * row_bytes) / seconds / 1e9;
             printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gbs, seconds * 1e3);
@@ -139,13 +140,17 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             const colibri_isa_table *isa = colibri_isa_find(names[i]);
             if (!isa || !bench_listed(isas, isa->name)) continue;
-            bench_call call = {isa, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, gemm_tokens, ys};
-            double seconds = bench_median_seconds(&call);
-            double gmacs = (double)(g_rows * cols * gemm_tokens) / seconds / 1e9;
-            printf("%-7s %-5s %8.2f %8.3f\n", isa->name, t->name, gmacs, seconds * 1e3);
-            printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"kernel\": \"gemm\", \"rows\": %lld, \"cols\": %lld, "
-                   "\"tokens\": %d, \"gmac_per_s\": %.3f}\n", isa->name, t->name, (long long)g_rows, (long long)cols,
-                   (int)gemm_tokens, gmacs);
+            for (int few = 0; few < 2; few++) {
+                if (few && !isa->gemm_few[dtype]) continue;
+                const char *kernel = few ? "gemm_few" : "gemm";
+                bench_call call = {isa, few, dtype, w, row_bytes, 1, g_rows, cols, xs, x_bytes, gemm_tokens, ys};
+                double seconds = bench_median_seconds(&call);
+                double gmacs = (double)(g_rows * cols * gemm_tokens) / seconds / 1e9;
+                printf("%-7s %-5s %8.2f %8.3f %s\n", isa->name, t->name, gmacs, seconds * 1e3, kernel);
+                printf("{\"isa\": \"%s\", \"dtype\": \"%s\", \"kernel\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
+                       "\"tokens\": %d, \"gmac_per_s\": %.3f}\n", isa->name, t->name, kernel, (long long)g_rows,
+                       (long long)cols, (int)gemm_tokens, gmacs);
+            }
         }
     }
     free(src), free(y), free(w), free(xq), free(xs), free(ys);

@@ -105,12 +105,14 @@ static int64_t colibri_job_unit_at(const colibri_job_cut *cut, double off) {
 /* ---- running a piece ----------------------------------------------------------- */
 
 /* y[t, r0..r1) = W[r0..r1) . x[t] for the n tokens at x (x_row_bytes apart).
- * Fewer tokens than the table's gemm_from for this dtype: the row kernel
- * once per token over tiles of rows that stay in L1 (rows outside, tokens
- * inside), so the weights stream from memory once and each further token
- * costs one dot from cache; one token: the row kernel over the whole range,
- * prefetching a row group ahead. More tokens: the multi-token kernel, whose
- * row panels are worth their packing from gemm_from tokens on (isa.h).
+ * Fewer tokens than the table's gemm_from for this dtype: its few-token
+ * kernel (gemm_few: each row group unpacked once for up to 4 tokens) where it
+ * has one, else the row kernel once per token over tiles of rows that stay in
+ * L1 (rows outside, tokens inside); either way the weights stream from memory
+ * once and each further token costs a dot from cache. One token: the row
+ * kernel over the whole range, prefetching a row group ahead. More tokens:
+ * the multi-token kernel, whose row panels are worth their packing from
+ * gemm_from tokens on (isa.h).
  * Every y[t, r] is bitwise the reference dot of row r with x[t] either way
  * (isa.h's contract, tests/c/test_isa.c), so which path a job takes (it
  * depends on how many tokens the batch routes to it) never changes a value. */
@@ -121,6 +123,10 @@ static void colibri_rows_run(const colibri_tensor *w, const char *x, int64_t x_r
     const char *w_rows = (const char *)w->data + r0 * row_bytes;   /* w_rows: [r1 - r0, cols] */
     if (n >= isa->gemm_from[w->dtype]) {
         isa->gemm[w->dtype](w_rows, row_bytes, x, x_row_bytes, w->cols, r1 - r0, n, &y[r0], y_stride);
+        return;
+    }
+    if (n > 1 && isa->gemm_few[w->dtype]) {
+        isa->gemm_few[w->dtype](w_rows, row_bytes, x, x_row_bytes, w->cols, r1 - r0, n, &y[r0], y_stride);
         return;
     }
     int64_t tile = n == 1 ? r1 - r0 : COLIBRI_GEMV_TILE_BYTES / row_bytes / COLIBRI_DOT_ROWS * COLIBRI_DOT_ROWS;

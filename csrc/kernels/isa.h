@@ -70,6 +70,10 @@ typedef struct colibri_isa_table {
      * token over the same cached rows (measured; 0: COLIBRI_GEMM_FROM_DEFAULT). Either
      * gives bitwise the same y, so this choice is speed only (matmul.c). */
     uint8_t gemm_from[COLIBRI_WEIGHT_TYPES];
+    /* by colibri_dtype: a colibri_gemm_fn for 2 .. gemm_from - 1 tokens that unpacks each
+     * row group's weights once for up to COLIBRI_FEW_TOKENS of them (COLIBRI_GEMM_FEW_DEFINE),
+     * bitwise dot_rows' values; NULL (never filled in): dot_rows once per token (matmul.c). */
+    colibri_gemm_fn gemm_few[COLIBRI_WEIGHT_TYPES];
     /* Exact mode's kernels (matmul.c), by block colibri_dtype (NULL for the float types).
      * dequantize: bitwise the type's to_f32. dot_rows_exact: a colibri_dot_rows_fn with
      * f32 x whose y[r] is bitwise colibri_dot_f32(to_f32(W[r]), x) (kernels.h: 8 partial
@@ -163,6 +167,47 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
             CORE4(row, (const char *)w + next * w_stride, x, n, out);                   \
             for (int64_t j = 0; j < k; j++) y[r + j] = out[j];                          \
         }                                                                               \
+    }
+
+/* The most activation rows a few-token core (COLIBRI_GEMM_FEW_DEFINE) takes at once. */
+#define COLIBRI_FEW_TOKENS 4
+/* Defines NAME (a colibri_gemm_fn for the few tokens under a table's
+ * gemm_from: gemm_few) from CORE##_t1 .. CORE##_t4(const char *const w[4],
+ * const char *ahead, const void *x, int64_t x_stride, int64_t n, float
+ * out[]), which compute 4 rows against 1 .. 4 activation rows (x, x +
+ * x_stride, ...; out[token * 4 + row]), each (row, token) exactly the one-row
+ * arithmetic, with each row's weights unpacked once for all the tokens, and
+ * prefetch as CORE4 above does. Row groups outside, chunks of up to 4 tokens
+ * inside: a group's weights stay in L1 for its later chunks, and the first
+ * chunk prefetches COLIBRI_AHEAD_GROUPS ahead as dot_rows does, so the
+ * weights stream from memory once, at dot_rows' pace. */
+#define COLIBRI_GEMM_FEW_DEFINE(NAME, CORE)                                                          \
+    void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,           \
+              int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                             \
+        for (int64_t r = 0; r < rows; r += COLIBRI_DOT_ROWS) {                                       \
+            int64_t k = rows - r < COLIBRI_DOT_ROWS ? rows - r : COLIBRI_DOT_ROWS;                   \
+            int64_t next = r + k * COLIBRI_AHEAD_GROUPS(w_stride);                                  \
+            next = next < rows ? next : (r + k < rows ? rows - 1 : r);   /* first row ahead */      \
+            const char *row[COLIBRI_DOT_ROWS];                                                       \
+            for (int64_t j = 0; j < COLIBRI_DOT_ROWS; j++) {                                         \
+                row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;                     \
+            }                                                                                        \
+            for (int64_t t = 0; t < n_tok; t += COLIBRI_FEW_TOKENS) {                                \
+                int64_t kt = n_tok - t < COLIBRI_FEW_TOKENS ? n_tok - t : COLIBRI_FEW_TOKENS;        \
+                const char *xt = (const char *)x + t * x_stride;                                     \
+                const char *ahead = t == 0 ? (const char *)w + next * w_stride : row[0];             \
+                float out[COLIBRI_FEW_TOKENS * COLIBRI_DOT_ROWS];   /* out: [token, row] */          \
+                switch (kt) {                                                                        \
+                case 1: CORE##_t1(row, ahead, xt, x_stride, n, out); break;                         \
+                case 2: CORE##_t2(row, ahead, xt, x_stride, n, out); break;                         \
+                case 3: CORE##_t3(row, ahead, xt, x_stride, n, out); break;                         \
+                default: CORE##_t4(row, ahead, xt, x_stride, n, out); break;                        \
+                }                                                                                    \
+                for (int64_t j = 0; j < kt; j++) {                                                   \
+                    for (int64_t i = 0; i < k; i++) y[(t + j) * y_stride + r + i] = out[j * COLIBRI_DOT_ROWS + i]; \
+                }                                                                                    \
+            }                                                                                        \
+        }                                                                                            \
     }
 
 /* Defines NAME (a colibri_gemm_fn) from CORE(const char *const w[4],
@@ -303,6 +348,9 @@ void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x
     COLIBRI_DECLARE_GEMM(mxfp4, ISA)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx2)
 COLIBRI_DECLARE_BLOCK_GEMM(avx2)
+/* the avx512 and amx tables' gemm_few (x86_avx512/dot_blocks.c) */
+COLIBRI_DECLARE_GEMM(few_q2_k, avx512) COLIBRI_DECLARE_GEMM(few_q3_k, avx512) COLIBRI_DECLARE_GEMM(few_q4_k, avx512)
+COLIBRI_DECLARE_GEMM(few_q5_k, avx512) COLIBRI_DECLARE_GEMM(few_q6_k, avx512) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx512)
 /* exact mode's kernels (x86_avx2/exact.c), shared by the avx2, avx_vnni and avx512 tables */
 #define COLIBRI_DECLARE_EXACT(T, ISA)                                                        \
     void colibri_dequantize_##T##_##ISA(const void *src, float *y, int64_t n);              \

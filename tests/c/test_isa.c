@@ -11,9 +11,10 @@
  *     sum of products, checked against an int64 sum;
  *   - quantized matmul vs a float64 dot of the dequantized weights with the
  *     UNquantized activations: NMSE <= 5e-4;
- *   - the multi-token gemm kernel (and the scalar table's): every y[t, r]
- *     bitwise the reference vec_dot, for 1..130 tokens, odd row counts, wide
- *     weight / activation / output strides;
+ *   - the multi-token gemm kernel (and the scalar table's) and the few-token
+ *     gemm_few where the table has one: every y[t, r] bitwise the reference
+ *     vec_dot, for 1..130 tokens, odd row counts, wide weight / activation /
+ *     output strides;
  *   - every block type on edge-case blocks (every byte one bit
  *     pattern, f16 scales from 0 and subnormals to ±65504, ±inf and NaN,
  *     MXFP4 exponents 0..255) against extreme activations: decode and gemm
@@ -235,10 +236,11 @@ static void test_integer_exact(const colibri_isa_table *isa) {
     }
 }
 
-/* gemm over `tokens` activation rows against the reference vec_dot of each
- * (token, row); x rows and y rows wider than needed, y's padding untouched. */
-static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t rows, int64_t cols,
-                            int64_t tokens) {
+/* gemm (kernel: the table's gemm or gemm_few, called `label`) over `tokens` activation rows
+ * against the reference vec_dot of each (token, row); x rows and y rows wider than needed,
+ * y's padding untouched. */
+static void test_gemm_shape(const colibri_isa_table *isa, colibri_gemm_fn kernel, const char *label, int32_t dtype,
+                            int64_t rows, int64_t cols, int64_t tokens) {
     enum { MAX_TOK = 130, Y_PAD = 3 };
     static char w[MAX_ROWS * (MAX_COLS * 4 + PAD)];      /* w: [rows] rows of w_stride bytes */
     static float wf[MAX_ROWS * MAX_COLS];                /* wf: [rows, cols] dequantized (unused) */
@@ -255,7 +257,7 @@ static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t
         act->from_f32(x, xq + k * x_stride, cols);
     }
     for (int64_t i = 0; i < tokens * y_stride; i++) y[i] = -7.0f;
-    isa->gemm[dtype](w, w_stride, xq, x_stride, cols, rows, tokens, y, y_stride);
+    kernel(w, w_stride, xq, x_stride, cols, rows, tokens, y, y_stride);
     int same = 1;
     for (int64_t k = 0; k < tokens; k++) {
         for (int64_t r = 0; r < rows; r++) {
@@ -265,7 +267,7 @@ static void test_gemm_shape(const colibri_isa_table *isa, int32_t dtype, int64_t
         for (int64_t r = rows; r < y_stride; r++) same &= y[k * y_stride + r] == -7.0f;
     }
     n_mismatched += !same;
-    CHECK(same, "%s %s gemm [%lld, %lld] x %lld tokens: differs from the reference", isa->name, t->name,
+    CHECK(same, "%s %s %s [%lld, %lld] x %lld tokens: differs from the reference", isa->name, t->name, label,
           (long long)rows, (long long)cols, (long long)tokens);
 }
 
@@ -284,7 +286,12 @@ static void test_gemm(const colibri_isa_table *isa) {
         const int64_t *cols = gemm_cols[block == 1 ? 0 : block == 32 ? 1 : 2];
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
             for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
-                for (int64_t j = 0; j < 4 && cols[j]; j++) test_gemm_shape(isa, dtype, rows[i], cols[j], tokens[k]);
+                for (int64_t j = 0; j < 4 && cols[j]; j++) {
+                    test_gemm_shape(isa, isa->gemm[dtype], "gemm", dtype, rows[i], cols[j], tokens[k]);
+                    if (isa->gemm_few[dtype]) {
+                        test_gemm_shape(isa, isa->gemm_few[dtype], "gemm_few", dtype, rows[i], cols[j], tokens[k]);
+                    }
+                }
             }
         }
     }
@@ -338,7 +345,7 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
     for (int32_t dtype = COLIBRI_DTYPE_Q8_0; dtype < COLIBRI_WEIGHT_TYPES; dtype++) {
         const colibri_type_traits *t = colibri_type_traits_of(dtype);
         int own_dot = test_own_dot(isa, dtype), own_gemm = test_own_gemm(isa, dtype);
-        if (!own_dot && !own_gemm) continue;
+        if (!own_dot && !own_gemm && !isa->gemm_few[dtype]) continue;
         int q8h = t->act_type == COLIBRI_TYPE_Q8_H;
         const char *acts = q8h ? (const char *)ah : (const char *)a;   /* acts: [TOKENS] rows of act_row bytes */
         int64_t act_row = q8h ? (int64_t)sizeof ah[0] : (int64_t)sizeof a[0];
@@ -367,17 +374,20 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
                     finite += isfinite(want) != 0;
                 }
             }
-            if (!own_gemm) continue;
-            isa->gemm[dtype](w, sizeof w[0], acts, act_row, COLS, ROWS, TOKENS, g, ROWS);
-            for (int k = 0; k < TOKENS; k++) {
-                for (int r = 0; r < ROWS; r++) {
-                    same &= test_same_float(g[k * ROWS + r], t->vec_dot(w[r], acts + k * act_row, COLS));
+            for (int few = 0; few < 2; few++) {
+                colibri_gemm_fn kernel = few ? isa->gemm_few[dtype] : own_gemm ? isa->gemm[dtype] : NULL;
+                if (!kernel) continue;
+                kernel(w, sizeof w[0], acts, act_row, COLS, ROWS, TOKENS, g, ROWS);
+                for (int k = 0; k < TOKENS; k++) {
+                    for (int r = 0; r < ROWS; r++) {
+                        same &= test_same_float(g[k * ROWS + r], t->vec_dot(w[r], acts + k * act_row, COLS));
+                    }
                 }
             }
         }
         n_mismatched += !same;
         CHECK(same, "%s %s: edge-case blocks differ from the reference", isa->name, t->name);
-        printf("%s %s: edge-case blocks (decode, gemm) %s the reference (%d of %d results finite)\n", isa->name,
+        printf("%s %s: edge-case blocks (decode, gemm, gemm_few) %s the reference (%d of %d results finite)\n", isa->name,
                t->name, same ? "bitwise" : "DIFFER from", finite, PASSES * TOKENS * ROWS);
     }
 }

@@ -198,22 +198,26 @@ COLIBRI_HALF_HEADERS(colibri_q2_k_headers, colibri_block_q2_k, 80, COLIBRI_Q2_K_
 COLIBRI_HALF_HEADERS(colibri_q3_k_headers, colibri_block_q3_k, 108, colibri_q3_k_scales16, COLIBRI_NONE16, -1)
 COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k_scales16, COLIBRI_NONE16, -1)
 
-/* NAME: the 4-row core of the 256-element type WBLOCK: quants by QUANTS2, offset
- * 2^C_SHIFT (-1: none), HEADERS' scales applied at S_AT, mins at M_AT. */
+/* NAME##_tokens: the 4-row core of the 256-element type WBLOCK against T activation rows
+ * (xv, xv + x_stride, ...; out[token * 4 + row]): quants by QUANTS2, unpacked once a step
+ * for all T tokens, offset 2^C_SHIFT (-1: none), HEADERS' scales applied at S_AT, mins at
+ * M_AT; each token's lanes exactly the one-token arithmetic. Always inlined into NAME (one
+ * token: dot_rows' core) and NAME##_t1 .. _t4 (gemm_few's), so T is a constant. */
 #define COLIBRI_AVX512_K_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, S_AT, M_AT)                             \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
-        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                           \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T,   \
+        float *out) {                                                                                           \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
-        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
+        __m128 acc[COLIBRI_FEW_TOKENS];  /* acc: [token] 4 rows */                                              \
         int8_t tab[128];                 /* tab: the super-block's scales and mins, HEADERS' layout */           \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                                  \
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
             __m128 d4, dm4 = _mm_setzero_ps();                                                                  \
             HEADERS(b0, b1, b2, b3, &d4, &dm4, tab);                                                            \
             __m256 D = colibri_twice(d4), DM = colibri_twice(dm4);                                              \
-            const colibri_block_q8_s *as = a + 8 * sb;                                                          \
             _Pragma("GCC unroll 4")   /* constant p: immediate shifts and table offsets */                      \
             for (int p = 0; p < 4; p++) {                                                                       \
                 __m512i S16 = _mm512_setzero_si512(), M16 = S16;                                                \
@@ -222,13 +226,31 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                 if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
                 if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
                 if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
-                acc = colibri_blocks_step(QUANTS2(b0, p), QUANTS2(b1, p), QUANTS2(b2, p), QUANTS2(b3, p),       \
-                                          &as[2 * p], &as[2 * p + 1], 0, C_SHIFT, S_AT, S16, S8, M_AT, M16, M8, D, \
-                                          DM, 1, acc);                                                          \
+                __m512i u0 = QUANTS2(b0, p), u1 = QUANTS2(b1, p), u2 = QUANTS2(b2, p), u3 = QUANTS2(b3, p);     \
+                _Pragma("GCC unroll 4")                                                                         \
+                for (int t = 0; t < T; t++) {                                                                   \
+                    const colibri_block_q8_s *as =                                                              \
+                        (const colibri_block_q8_s *)((const char *)xv + t * x_stride) + 8 * sb;   /* as: [8] */ \
+                    acc[t] = colibri_blocks_step(u0, u1, u2, u3, &as[2 * p], &as[2 * p + 1], 0, C_SHIFT, S_AT, S16, \
+                                                 S8, M_AT, M16, M8, D, DM, 1, acc[t]);                          \
+                }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        _mm_storeu_ps(out, acc);                                                                                \
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                         \
+    }                                                                                                           \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
+        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                              \
+    }                                                                                                           \
+    COLIBRI_FEW_CORES(NAME)
+
+/* NAME##_t1 .. _t4 (COLIBRI_GEMM_FEW_DEFINE's cores) from NAME##_tokens. */
+#define COLIBRI_FEW_CORE(NAME, T)                                                                              \
+    static void NAME##_t##T(const char *const w[4], const char *ahead, const void *xv, int64_t x_stride,      \
+                            int64_t n, float *out) {                                                          \
+        NAME##_tokens(w, ahead, xv, x_stride, n, T, out);                                                     \
     }
+#define COLIBRI_FEW_CORES(NAME) \
+    COLIBRI_FEW_CORE(NAME, 1) COLIBRI_FEW_CORE(NAME, 2) COLIBRI_FEW_CORE(NAME, 3) COLIBRI_FEW_CORE(NAME, 4)
 
 COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_PER_HALF)
@@ -309,3 +331,11 @@ COLIBRI_AVX512_BLOCK_DOT_ROWS(q6_k)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_nl)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_xs)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(mxfp4)
+
+#define COLIBRI_AVX512_BLOCK_GEMM_FEW(T) COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_##T##_avx512, colibri_dot4_##T##_avx512)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q2_k)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q3_k)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q4_k)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_k)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q6_k)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(iq4_xs)
