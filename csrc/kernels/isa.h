@@ -210,6 +210,17 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
         }                                                                                            \
     }
 
+/* NAME##_t1 .. _t4, COLIBRI_GEMM_FEW_DEFINE's cores, from an always-inlined
+ * NAME##_tokens(w, ahead, x, x_stride, n, T, out) whose token count T is then a
+ * constant. */
+#define COLIBRI_FEW_CORE(NAME, T)                                                                  \
+    static void NAME##_t##T(const char *const w[4], const char *ahead, const void *x, int64_t x_stride, \
+                            int64_t n, float *out) {                                               \
+        NAME##_tokens(w, ahead, x, x_stride, n, T, out);                                           \
+    }
+#define COLIBRI_FEW_CORES(NAME) \
+    COLIBRI_FEW_CORE(NAME, 1) COLIBRI_FEW_CORE(NAME, 2) COLIBRI_FEW_CORE(NAME, 3) COLIBRI_FEW_CORE(NAME, 4)
+
 /* Defines NAME (a colibri_gemm_fn) from CORE(const char *const w[4],
  * const char *ahead, const char *const x[4], int64_t n, float out[4][4]),
  * which computes 4 rows against 4 activation rows at once (out[token][row]),
@@ -351,6 +362,7 @@ COLIBRI_DECLARE_BLOCK_GEMM(avx2)
 /* the avx512 and amx tables' gemm_few (x86_avx512/dot_blocks.c) */
 COLIBRI_DECLARE_GEMM(few_q2_k, avx512) COLIBRI_DECLARE_GEMM(few_q3_k, avx512) COLIBRI_DECLARE_GEMM(few_q4_k, avx512)
 COLIBRI_DECLARE_GEMM(few_q5_k, avx512) COLIBRI_DECLARE_GEMM(few_q6_k, avx512) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx512)
+COLIBRI_DECLARE_GEMM(few_q4_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_1, avx512)
 /* exact mode's kernels (x86_avx2/exact.c), shared by the avx2, avx_vnni and avx512 tables */
 #define COLIBRI_DECLARE_EXACT(T, ISA)                                                        \
     void colibri_dequantize_##T##_##ISA(const void *src, float *y, int64_t n);              \

@@ -243,15 +243,6 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
     }                                                                                                           \
     COLIBRI_FEW_CORES(NAME)
 
-/* NAME##_t1 .. _t4 (COLIBRI_GEMM_FEW_DEFINE's cores) from NAME##_tokens. */
-#define COLIBRI_FEW_CORE(NAME, T)                                                                              \
-    static void NAME##_t##T(const char *const w[4], const char *ahead, const void *xv, int64_t x_stride,      \
-                            int64_t n, float *out) {                                                          \
-        NAME##_tokens(w, ahead, xv, x_stride, n, T, out);                                                     \
-    }
-#define COLIBRI_FEW_CORES(NAME) \
-    COLIBRI_FEW_CORE(NAME, 1) COLIBRI_FEW_CORE(NAME, 2) COLIBRI_FEW_CORE(NAME, 3) COLIBRI_FEW_CORE(NAME, 4)
-
 COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_PER_HALF)
 COLIBRI_AVX512_K_CORE(colibri_dot4_q3_k_avx512, colibri_block_q3_k, colibri_q3_k_quants2, 2, colibri_q3_k_headers,

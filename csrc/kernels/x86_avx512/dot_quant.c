@@ -93,58 +93,75 @@ static inline __m256 colibri_f16x8_ps(uint64_t lo, uint64_t hi) {
 #define COLIBRI_F32_HALVES(x, y) _mm256_setr_m128(_mm_set1_ps(x), _mm_set1_ps(y))
 
 /* Q4_1's offset terms of both blocks (rows in lanes 0-3 for b, 4-7 for b1): m_w * (d_a * (sum_0 + sum_1)). */
-#define COLIBRI_NO_OFFSET2(v, b, b1) (v)
-#define COLIBRI_Q4_1_OFFSET2(v, b, b1)                                                            \
-    _mm256_add_ps((v), _mm256_mul_ps(COLIBRI_F16X8(m, b, b1),                                     \
+/* WM2: the weights' m of both blocks (Q4_1; Q4_0: none), read once a step for every token. */
+#define COLIBRI_NO_M2(b, b1) _mm256_setzero_ps()
+#define COLIBRI_Q4_1_M2(b, b1) COLIBRI_F16X8(m, b, b1)
+#define COLIBRI_NO_OFFSET2(v, wm, b, b1) (v)
+#define COLIBRI_Q4_1_OFFSET2(v, wm, b, b1)                                                        \
+    _mm256_add_ps((v), _mm256_mul_ps((wm),                                                        \
                                      COLIBRI_F32_HALVES(a[b].d * (float)(a[b].sum[0] + a[b].sum[1]), \
                                                         a[b1].d * (float)(a[b1].sum[0] + a[b1].sum[1]))))
 
 /* NAME: the 4-row core of nibble weights WBLOCK against Q8_H activations;
  * C: the weight offset (8 for Q4_0, 0 for Q4_1) whose -C·sum(a) starts each
- * block's sum; OFFSET2: the Q4_1 term. Same contract as the 256-bit core. */
-#define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, C, OFFSET2)                                    \
-    /* acc (4 rows) plus the float steps of blocks b and b + 1 (pair 1), or of block b            \
-     * alone (pair 0: its partner's lanes zero, unused). Always inlined, so that pair is a          \
-     * constant and one byte offset addresses all four rows: a third fewer instructions per step   \
-     * than a loop choosing b + 1 or b at run time, which spilled its addresses (in cache, one       \
-     * thread: within a few percent, Q4_1 26-28 GB/s against 24-27). */                             \
-    static inline __attribute__((always_inline)) __m128 NAME##_step(                                    \
-        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const colibri_block_q8_h *a, \
-        int64_t b, const int pair, const char *ahead, __m128 acc) {                                     \
+ * block's sum; OFFSET2: the Q4_1 term (of the weights' m, WM2). Same contract as the 256-bit core.
+ * NAME##_tokens runs it against T activation rows (xv, xv + x_stride, ...;
+ * out[token * 4 + row]) with each step's nibbles unpacked once for all T; it is
+ * always inlined into NAME (one token) and NAME##_t1 .. _t4 (gemm_few's cores),
+ * so T is a constant. */
+#define COLIBRI_AVX512_NIBBLE_CORE(NAME, WBLOCK, C, WM2, OFFSET2)                                  \
+    /* acc[0..T) (4 rows each) plus the float steps of blocks b and b + 1 (pair 1), or of      \
+     * block b alone (pair 0: its partner's lanes zero, unused). Always inlined, so that pair   \
+     * is a constant and one byte offset addresses all four rows: a third fewer instructions   \
+     * per step than a loop choosing b + 1 or b at run time, which spilled its addresses (in    \
+     * cache, one thread: within a few percent, Q4_1 26-28 GB/s against 24-27). */               \
+    static inline __attribute__((always_inline)) void NAME##_step(                                      \
+        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const char *xv,        \
+        int64_t x_stride, const int T, int64_t b, const int pair, const char *ahead, __m128 *acc) {    \
         int64_t b1 = b + pair;                                                                          \
         COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));             \
-        __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[b].qs)), \
-                                        _mm256_loadu_si256((const __m256i *)a[b1].qs), 1);              \
-        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),                                        \
-                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(C), av)); \
-        __m256i isum = colibri_hsum4x2_epi32(                                                           \
-            _mm512_dpbusd_epi32(start, colibri_nibbles2(w0[b].qs, w0[b1].qs, pair), av),                \
-            _mm512_dpbusd_epi32(start, colibri_nibbles2(w1[b].qs, w1[b1].qs, pair), av),                \
-            _mm512_dpbusd_epi32(start, colibri_nibbles2(w2[b].qs, w2[b1].qs, pair), av),                \
-            _mm512_dpbusd_epi32(start, colibri_nibbles2(w3[b].qs, w3[b1].qs, pair), av),                \
-            colibri_q8_h_k32x2(&a[b], &a[b1]));                                                         \
-        __m256 scale = _mm256_mul_ps(COLIBRI_F16X8(d, b, b1), COLIBRI_F32_HALVES(a[b].d, a[b1].d));      \
-        __m256 v = OFFSET2(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), b, b1);                       \
-        acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                               \
-        return pair ? _mm_add_ps(acc, _mm256_extractf128_ps(v, 1)) : acc;                               \
+        __m512i u0 = colibri_nibbles2(w0[b].qs, w0[b1].qs, pair), u1 = colibri_nibbles2(w1[b].qs, w1[b1].qs, pair); \
+        __m512i u2 = colibri_nibbles2(w2[b].qs, w2[b1].qs, pair), u3 = colibri_nibbles2(w3[b].qs, w3[b1].qs, pair); \
+        _Pragma("GCC unroll 4")                                                                         \
+        for (int t = 0; t < T; t++) {                                                                   \
+            const colibri_block_q8_h *a = (const colibri_block_q8_h *)(xv + t * x_stride);   /* a: [n/32] */ \
+            __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[b].qs)), \
+                                            _mm256_loadu_si256((const __m256i *)a[b1].qs), 1);          \
+            __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),                                    \
+                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(C), av)); \
+            __m256i isum = colibri_hsum4x2_epi32(_mm512_dpbusd_epi32(start, u0, av), _mm512_dpbusd_epi32(start, u1, av), \
+                                                 _mm512_dpbusd_epi32(start, u2, av), _mm512_dpbusd_epi32(start, u3, av), \
+                                                 colibri_q8_h_k32x2(&a[b], &a[b1]));                   \
+            __m256 scale = _mm256_mul_ps(COLIBRI_F16X8(d, b, b1), COLIBRI_F32_HALVES(a[b].d, a[b1].d));                      \
+            __m256 v = OFFSET2(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale), WM2(b, b1), b, b1);                   \
+            acc[t] = _mm_add_ps(acc[t], _mm256_castps256_ps128(v));                                     \
+            if (pair) acc[t] = _mm_add_ps(acc[t], _mm256_extractf128_ps(v, 1));                         \
+        }                                                                                               \
     }                                                                                                   \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n,             \
-                     float out[4]) {                                                                    \
-        const colibri_block_q8_h *a = (const colibri_block_q8_h *)xv;   /* a: [n/32] */                 \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                    \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T, \
+        float *out) {                                                                                   \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
-        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                            \
+        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                     \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                          \
         int64_t nb = n / COLIBRI_QK, b = 0;                                                             \
-        for (; b + 2 <= nb; b += 2) acc = NAME##_step(w0, w1, w2, w3, a, b, 1, ahead, acc);             \
-        if (b < nb) acc = NAME##_step(w0, w1, w2, w3, a, b, 0, ahead, acc);   /* an odd last block */   \
-        _mm_storeu_ps(out, acc);                                                                        \
-    }
+        for (; b + 2 <= nb; b += 2) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 1, ahead, acc); \
+        if (b < nb) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 0, ahead, acc);   /* odd last */ \
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                 \
+    }                                                                                                   \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
+        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                      \
+    }                                                                                                   \
+    COLIBRI_FEW_CORES(NAME)
 
 /* The one-token kernels; the multi-token ones are gemm_quant.c's. */
 COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_q8_h_k32, colibri_shared_q8_0,
                        colibri_prep_q8_0, colibri_mac, colibri_hsum4_k_epi32, COLIBRI_NO_OFFSET)
-COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, 8, COLIBRI_NO_OFFSET2)
-COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, 0, COLIBRI_Q4_1_OFFSET2)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_0_avx512, colibri_block_q4_0, 8, COLIBRI_NO_M2, COLIBRI_NO_OFFSET2)
+COLIBRI_AVX512_NIBBLE_CORE(colibri_dot4_q4_1_avx512, colibri_block_q4_1, 0, COLIBRI_Q4_1_M2, COLIBRI_Q4_1_OFFSET2)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q8_0_avx512, colibri_dot4_q8_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_0_avx512, colibri_dot4_q4_0_avx512)
 COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_q4_1_avx512, colibri_dot4_q4_1_avx512)
+COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_q4_0_avx512, colibri_dot4_q4_0_avx512)
+COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_q4_1_avx512, colibri_dot4_q4_1_avx512)

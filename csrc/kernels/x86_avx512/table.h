@@ -71,6 +71,8 @@ const colibri_isa_table VAR = {                                                 
                   [COLIBRI_DTYPE_Q2_K] = 8, [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8,          \
                   [COLIBRI_DTYPE_Q5_K] = 8, [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8},       \
     .gemm_few = {                                                                                 \
+        [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_avx512,                                      \
+        [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_avx512,                                      \
         [COLIBRI_DTYPE_Q2_K] = colibri_gemm_few_q2_k_avx512,                                      \
         [COLIBRI_DTYPE_Q3_K] = colibri_gemm_few_q3_k_avx512,                                      \
         [COLIBRI_DTYPE_Q4_K] = colibri_gemm_few_q4_k_avx512,                                      \
