@@ -88,32 +88,50 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
     _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m),      \
                                _mm_set1_ps((a)->d * (float)((a)->sum[0] + (a)->sum[1]))))
 
+/* NAME##_tokens: the core against T activation rows (xv, xv + x_stride, ...;
+ * out[token * 4 + row]), each block's 4 weight vectors PREP'd once for all T
+ * tokens, each token's lanes the one-token arithmetic above; always inlined
+ * into NAME (one token: dot_rows' core) and NAME##_t1 .. _t4 (gemm_few's), so
+ * T is a constant. */
 #define COLIBRI_X86_BLOCK_CORE(NAME, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)         \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv,             \
-                     int64_t n, float out[4]) {                                             \
-        const colibri_block_q8_h *a = (const colibri_block_q8_h *)xv;   /* a: [n/32] */     \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                        \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride,        \
+        int64_t n, const int T, float *out) {                                               \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                \
-        __m128 acc = _mm_setzero_ps();                           /* acc: [4] rows */        \
+        __m128 acc[COLIBRI_FEW_TOKENS];                          /* acc: [token] 4 rows */  \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                              \
         for (int64_t b = 0; b < n / COLIBRI_QK; b++) {                                      \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK)); \
-            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);                      \
-            __m256i kv = KV(&a[b]);                                                         \
-            __m256i shared = SHARED(av, kv);                                                \
-            __m128i isum = HSUM(MAC(PREP(&w0[b]), av, kv, shared), MAC(PREP(&w1[b]), av, kv, shared), \
-                                MAC(PREP(&w2[b]), av, kv, shared), MAC(PREP(&w3[b]), av, kv, shared), kv); \
-            __m128 scale = _mm_mul_ps(COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d),     \
-                                      _mm_set1_ps(a[b].d));                                 \
-            __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), scale);                            \
-            acc = _mm_add_ps(acc, OFFSET(v, &w0[b], &w1[b], &w2[b], &w3[b], &a[b]));        \
+            __m256i p0 = PREP(&w0[b]), p1 = PREP(&w1[b]), p2 = PREP(&w2[b]), p3 = PREP(&w3[b]); \
+            _Pragma("GCC unroll 4")                                                         \
+            for (int t = 0; t < T; t++) {                                                   \
+                const colibri_block_q8_h *a =                                               \
+                    (const colibri_block_q8_h *)((const char *)xv + t * x_stride) + b;      \
+                __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);                    \
+                __m256i kv = KV(a);                                                         \
+                __m256i shared = SHARED(av, kv);                                            \
+                __m128i isum = HSUM(MAC(p0, av, kv, shared), MAC(p1, av, kv, shared),       \
+                                    MAC(p2, av, kv, shared), MAC(p3, av, kv, shared), kv);  \
+                __m128 scale = _mm_mul_ps(COLIBRI_F16X4(&w0[b], &w1[b], &w2[b], &w3[b], d), \
+                                          _mm_set1_ps(a->d));                               \
+                __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(isum), scale);                        \
+                acc[t] = _mm_add_ps(acc[t], OFFSET(v, &w0[b], &w1[b], &w2[b], &w3[b], a));  \
+            }                                                                               \
         }                                                                                   \
-        _mm_storeu_ps(out, acc);                                                            \
-    }
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                     \
+    }                                                                                       \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv,             \
+                     int64_t n, float out[4]) {                                             \
+        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                          \
+    }                                                                                       \
+    COLIBRI_FEW_CORES(NAME)
 
-/* The dot_rows kernel of one block type for one ISA (the multi-token gemm
+/* The dot_rows and gemm_few kernels of one block type for one ISA (the multi-token gemm
  * kernels are the row panels of gemm_panel.h and x86_avx512/gemm_quant.c). */
 #define COLIBRI_X86_BLOCK_KERNELS(TYPE, ISA, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)             \
     COLIBRI_X86_BLOCK_CORE(colibri_dot4_##TYPE##_##ISA, WBLOCK, KV, SHARED, PREP, MAC, HSUM, OFFSET)    \
-    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)
+    COLIBRI_DOT_ROWS_DEFINE(colibri_dot_rows_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)              \
+    COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_##TYPE##_##ISA, colibri_dot4_##TYPE##_##ISA)
 
 #endif /* COLIBRI_X86_BLOCK_CORE_H */

@@ -63,6 +63,10 @@
                       [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8, [COLIBRI_DTYPE_Q5_K] = 8,    \
                       [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_NL] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8, \
                       [COLIBRI_DTYPE_MXFP4] = 8},                                                  \
+        /* Q8_0 / Q4_0 / Q4_1 under gemm_from: each block's rows prepared once for 4 tokens */   \
+        .gemm_few = {[COLIBRI_DTYPE_Q8_0] = colibri_gemm_few_q8_0_##INT8,                          \
+                     [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_##INT8,                          \
+                     [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_##INT8},                         \
         .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),         \
         .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2), \
     };

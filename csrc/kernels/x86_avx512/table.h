@@ -71,6 +71,7 @@ const colibri_isa_table VAR = {                                                 
                   [COLIBRI_DTYPE_Q2_K] = 8, [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8,          \
                   [COLIBRI_DTYPE_Q5_K] = 8, [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8},       \
     .gemm_few = {                                                                                 \
+        [COLIBRI_DTYPE_Q8_0] = colibri_gemm_few_q8_0_avx512,                                      \
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_avx512,                                      \
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_avx512,                                      \
         [COLIBRI_DTYPE_Q2_K] = colibri_gemm_few_q2_k_avx512,                                      \
