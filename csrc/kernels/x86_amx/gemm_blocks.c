@@ -166,6 +166,8 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
                     __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                \
                     for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_AMX_TOKENS) {                                     \
                         int64_t jt = j0 / COLIBRI_AMX_TOKENS;                                                     \
+                        colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, COLIBRI_BP_ROWS, n_groups, g0, ng, \
+                                                 jt, nt / COLIBRI_AMX_TOKENS);                                    \
                         int64_t real = kt - j0 < COLIBRI_AMX_TOKENS ? kt - j0 : COLIBRI_AMX_TOKENS;               \
                         __m512 acc[COLIBRI_BP_ROWS];   /* acc: [row] 16 tokens' running sums */                   \
                         if (g0 == 0) {                                                                            \

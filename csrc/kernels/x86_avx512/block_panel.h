@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "blocks_quants.h"
+#include "../x86_avx2/gemm_panel.h"   /* colibri_p8_prefetch_next */
 
 #define COLIBRI_BP_ROWS 16     /* weight rows per panel: the lanes of a 512-bit int32 vector */
 #define COLIBRI_BP_GROUPS 32   /* groups per chunk: a 16 KiB panel of quants (4 super-blocks) */

@@ -24,7 +24,9 @@
  * groups in order, so every y[t, r] is bitwise quant_dot_blocks.c's dot.
  * Between chunks a row's running sums rest in y (a float store and load are
  * exact). Rows past the last real one repeat it, tokens past the last one
- * repeat it; their results are dropped.
+ * repeat it; their results are dropped. Each tile of tokens pulls into L2 its
+ * share of the next 16 rows' bytes of the chunk (colibri_p8_prefetch_next, as
+ * the Q8_0 / Q4_0 panel and AVX2's do; x86_amx/gemm_blocks.c the same).
  */
 #define COLIBRI_BP_TILE 8      /* tokens whose accumulators stay in registers */
 #define COLIBRI_BP_TOKENS 128  /* tokens per chunk: the panel's reuse (its fill, scalar scales and transposes) */
@@ -83,6 +85,8 @@ typedef struct colibri_block_panel {
                     }                                                                                             \
                     __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                 \
                     for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_BP_TILE) {                                        \
+                        colibri_p8_prefetch_next((const char *)w, w_stride, rows, r0, COLIBRI_BP_ROWS, n_groups, g0, ng, \
+                                                 j0 / COLIBRI_BP_TILE, nt / COLIBRI_BP_TILE);                     \
                         const char *arow[COLIBRI_BP_TILE];   /* arow: the tile's activation quants of group g0 */ \
                         __m512 acc[COLIBRI_BP_TILE];         /* acc: [token] 16 rows' running sums */             \
                         COLIBRI_BP_UNROLL                                                                         \
