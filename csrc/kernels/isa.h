@@ -362,7 +362,8 @@ COLIBRI_DECLARE_BLOCK_GEMM(avx2)
 /* the avx512 and amx tables' gemm_few (x86_avx512/dot_blocks.c) */
 COLIBRI_DECLARE_GEMM(few_q2_k, avx512) COLIBRI_DECLARE_GEMM(few_q3_k, avx512) COLIBRI_DECLARE_GEMM(few_q4_k, avx512)
 COLIBRI_DECLARE_GEMM(few_q5_k, avx512) COLIBRI_DECLARE_GEMM(few_q6_k, avx512) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx512)
-COLIBRI_DECLARE_GEMM(few_q8_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_1, avx512)
+COLIBRI_DECLARE_GEMM(few_q5_0, avx512) COLIBRI_DECLARE_GEMM(few_q5_1, avx512) COLIBRI_DECLARE_GEMM(few_iq4_nl, avx512)
+COLIBRI_DECLARE_GEMM(few_mxfp4, avx512) COLIBRI_DECLARE_GEMM(few_q8_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_1, avx512)
 /* the avx2 and avx_vnni tables' gemm_few of Q8_0 / Q4_0 / Q4_1 (x86_avx2/block_core.h) */
 COLIBRI_DECLARE_GEMM(few_q8_0, avx2) COLIBRI_DECLARE_GEMM(few_q4_0, avx2) COLIBRI_DECLARE_GEMM(few_q4_1, avx2)
 COLIBRI_DECLARE_GEMM(few_q8_0, avx_vnni) COLIBRI_DECLARE_GEMM(few_q4_0, avx_vnni) COLIBRI_DECLARE_GEMM(few_q4_1, avx_vnni)

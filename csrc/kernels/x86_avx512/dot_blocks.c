@@ -276,31 +276,44 @@ static inline __m256 colibri_e8m0_half8(__m256i e) {
 
 /* NAME: the 4-row core of the 32-element type WBLOCK against ABLOCK activations (Q8H: 1 for
  * colibri_block_q8_h, 0 for colibri_block_q8_s): quants by QUANTS2(block b, block b1), offset
- * 2^C_SHIFT, scales D8 ([b rows, b1 rows]), Q5_1's min form (HAS_M: M = 1) with DM8. */
+ * 2^C_SHIFT, scales D8 ([b rows, b1 rows]), Q5_1's min form (HAS_M: M = 1) with DM8.
+ * NAME##_tokens runs it against T activation rows (xv, xv + x_stride, ...; out[token * 4 +
+ * row]), each step's quants and scales read once for all T; always inlined into NAME (one
+ * token) and NAME##_t1 .. _t4 (gemm_few's), so T is a constant. */
 #define COLIBRI_AVX512_PAIR_CORE(NAME, WBLOCK, ABLOCK, Q8H, QUANTS2, C_SHIFT, D8, HAS_M, DM8)             \
-    static inline __attribute__((always_inline)) __m128 NAME##_step(                                       \
-        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const ABLOCK *a,           \
-        int64_t b, const int pair, const char *ahead, __m128 acc) {                                        \
+    static inline __attribute__((always_inline)) void NAME##_step(                                         \
+        const WBLOCK *w0, const WBLOCK *w1, const WBLOCK *w2, const WBLOCK *w3, const char *xv,            \
+        int64_t x_stride, const int T, int64_t b, const int pair, const char *ahead, __m128 *acc) {        \
         int64_t b1 = b + pair;                                                                             \
         COLIBRI_PREFETCH_SPAN(ahead + 4 * b * (int64_t)sizeof(WBLOCK), 8 * sizeof(WBLOCK));                \
-        return colibri_blocks_step(QUANTS2(&w0[b], &w0[b1]), QUANTS2(&w1[b], &w1[b1]),                     \
-                                   QUANTS2(&w2[b], &w2[b1]), QUANTS2(&w3[b], &w3[b1]), &a[b], &a[b1], Q8H, \
-                                   C_SHIFT, COLIBRI_NONE, _mm512_setzero_si512(), _mm256_setzero_si256(),  \
-                                   HAS_M ? COLIBRI_PER_GROUP : COLIBRI_NONE, _mm512_setzero_si512(),       \
-                                   _mm256_set1_epi32(1), D8, DM8, pair, acc);                              \
+        __m512i u0 = QUANTS2(&w0[b], &w0[b1]), u1 = QUANTS2(&w1[b], &w1[b1]);                             \
+        __m512i u2 = QUANTS2(&w2[b], &w2[b1]), u3 = QUANTS2(&w3[b], &w3[b1]);                             \
+        __m256 d8 = D8, dm8 = DM8;                                                                         \
+        _Pragma("GCC unroll 4")                                                                            \
+        for (int t = 0; t < T; t++) {                                                                      \
+            const ABLOCK *a = (const ABLOCK *)(xv + t * x_stride);   /* a: [n/32] */                      \
+            acc[t] = colibri_blocks_step(u0, u1, u2, u3, &a[b], &a[b1], Q8H, C_SHIFT, COLIBRI_NONE,        \
+                                         _mm512_setzero_si512(), _mm256_setzero_si256(),                   \
+                                         HAS_M ? COLIBRI_PER_GROUP : COLIBRI_NONE, _mm512_setzero_si512(), \
+                                         _mm256_set1_epi32(1), d8, dm8, pair, acc[t]);                     \
+        }                                                                                                  \
     }                                                                                                      \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
-        const ABLOCK *a = (const ABLOCK *)xv;   /* a: [n/32] */                                           \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                       \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T, \
+        float *out) {                                                                                      \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                               \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                               \
-        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                               \
+        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                        \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                             \
         int64_t nb = n / COLIBRI_QK, b = 0;                                                                \
-        for (; b + 2 <= nb; b += 2) {                                                                      \
-            acc = NAME##_step(w0, w1, w2, w3, a, b, 1, ahead, acc);                                        \
-        }                                                                                                  \
-        if (b < nb) acc = NAME##_step(w0, w1, w2, w3, a, b, 0, ahead, acc);   /* an odd last block */      \
-        _mm_storeu_ps(out, acc);                                                                           \
-    }
+        for (; b + 2 <= nb; b += 2) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 1, ahead, acc); \
+        if (b < nb) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 0, ahead, acc);   /* odd last */ \
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                    \
+    }                                                                                                      \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
+        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                         \
+    }                                                                                                      \
+    COLIBRI_FEW_CORES(NAME)
 
 COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_0_avx512, colibri_block_q5_0, colibri_block_q8_h, 1, COLIBRI_Q5_0_QUANTS2, 4,
                          COLIBRI_F16_PAIR(0), 0, COLIBRI_NO_PAIR)
@@ -330,3 +343,7 @@ COLIBRI_AVX512_BLOCK_GEMM_FEW(q4_k)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_k)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q6_k)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(iq4_xs)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_0)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_1)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(iq4_nl)
+COLIBRI_AVX512_BLOCK_GEMM_FEW(mxfp4)

@@ -63,13 +63,15 @@ const colibri_isa_table VAR = {                                                 
     colibri_softmax_avx512,                                                                       \
     colibri_silu_mul_avx512,                                                                      \
     /* measured on the Mixtral-small expert shapes, one thread, weights from DRAM: Q4_0 dot_rows  \
-     * per token 0.57 ms at 4 tokens against the row-panel gemm's 0.74, 0.81 / 0.74 at 6; the K   \
-     * types and IQ4_XS: gemm_few against either table's panel, kernels_bench 4096 4096 4 TOKENS   \
-     * in cache, even at 8 tokens (Q4_K 2-7 tokens: 39-46 GMAC/s against 10-30)                   \
+     * per token 0.57 ms at 4 tokens against the row-panel gemm's 0.74, 0.81 / 0.74 at 6; the    \
+     * other block types: gemm_few against either table's panel, kernels_bench 4096 4096 4 T in  \
+     * cache, level at 8 tokens (Q4_K at 2-7 tokens: 39-46 GMAC/s against 10-30)                 \
      */                                                                                           \
     .gemm_from = {[COLIBRI_DTYPE_Q8_0] = 6, [COLIBRI_DTYPE_Q4_0] = 5, [COLIBRI_DTYPE_Q4_1] = 5,   \
                   [COLIBRI_DTYPE_Q2_K] = 8, [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8,          \
-                  [COLIBRI_DTYPE_Q5_K] = 8, [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8},       \
+                  [COLIBRI_DTYPE_Q5_K] = 8, [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8,        \
+                  [COLIBRI_DTYPE_Q5_0] = 8, [COLIBRI_DTYPE_Q5_1] = 8, [COLIBRI_DTYPE_IQ4_NL] = 8,        \
+                  [COLIBRI_DTYPE_MXFP4] = 8},                                                     \
     .gemm_few = {                                                                                 \
         [COLIBRI_DTYPE_Q8_0] = colibri_gemm_few_q8_0_avx512,                                      \
         [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_avx512,                                      \
@@ -80,6 +82,10 @@ const colibri_isa_table VAR = {                                                 
         [COLIBRI_DTYPE_Q5_K] = colibri_gemm_few_q5_k_avx512,                                      \
         [COLIBRI_DTYPE_Q6_K] = colibri_gemm_few_q6_k_avx512,                                      \
         [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_few_iq4_xs_avx512,                                  \
+        [COLIBRI_DTYPE_Q5_0] = colibri_gemm_few_q5_0_avx512,                                      \
+        [COLIBRI_DTYPE_Q5_1] = colibri_gemm_few_q5_1_avx512,                                      \
+        [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_few_iq4_nl_avx512,                                  \
+        [COLIBRI_DTYPE_MXFP4] = colibri_gemm_few_mxfp4_avx512,                                    \
     },                                                                                            \
     /* exact mode: AVX2's (its dot is the F32 dot_rows above, AVX2's, on the dequantized rows) */ \
     .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),                               \
