@@ -364,7 +364,10 @@ COLIBRI_DECLARE_GEMM(few_q2_k, avx512) COLIBRI_DECLARE_GEMM(few_q3_k, avx512) CO
 COLIBRI_DECLARE_GEMM(few_q5_k, avx512) COLIBRI_DECLARE_GEMM(few_q6_k, avx512) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx512)
 COLIBRI_DECLARE_GEMM(few_q5_0, avx512) COLIBRI_DECLARE_GEMM(few_q5_1, avx512) COLIBRI_DECLARE_GEMM(few_iq4_nl, avx512)
 COLIBRI_DECLARE_GEMM(few_mxfp4, avx512) COLIBRI_DECLARE_GEMM(few_q8_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_0, avx512) COLIBRI_DECLARE_GEMM(few_q4_1, avx512)
-/* the avx2 and avx_vnni tables' gemm_few of Q8_0 / Q4_0 / Q4_1 (x86_avx2/block_core.h) */
+/* the avx2 and avx_vnni tables' gemm_few: Q8_0 / Q4_0 / Q4_1 (x86_avx2/block_core.h), the K types and
+ * IQ4_XS (x86_avx2/dot_blocks.c) */
+COLIBRI_DECLARE_GEMM(few_q2_k, avx2) COLIBRI_DECLARE_GEMM(few_q3_k, avx2) COLIBRI_DECLARE_GEMM(few_q4_k, avx2)
+COLIBRI_DECLARE_GEMM(few_q5_k, avx2) COLIBRI_DECLARE_GEMM(few_q6_k, avx2) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx2)
 COLIBRI_DECLARE_GEMM(few_q8_0, avx2) COLIBRI_DECLARE_GEMM(few_q4_0, avx2) COLIBRI_DECLARE_GEMM(few_q4_1, avx2)
 COLIBRI_DECLARE_GEMM(few_q8_0, avx_vnni) COLIBRI_DECLARE_GEMM(few_q4_0, avx_vnni) COLIBRI_DECLARE_GEMM(few_q4_1, avx_vnni)
 /* exact mode's kernels (x86_avx2/exact.c), shared by the avx2, avx_vnni and avx512 tables */

@@ -387,8 +387,9 @@ static void test_edge_blocks(const colibri_isa_table *isa) {
         }
         n_mismatched += !same;
         CHECK(same, "%s %s: edge-case blocks differ from the reference", isa->name, t->name);
-        printf("%s %s: edge-case blocks (decode, gemm, gemm_few) %s the reference (%d of %d results finite)\n", isa->name,
-               t->name, same ? "bitwise" : "DIFFER from", finite, PASSES * TOKENS * ROWS);
+        printf("%s %s: edge-case blocks (decode, gemm%s) %s the reference (%d of %d results finite)\n", isa->name,
+               t->name, isa->gemm_few[dtype] ? ", gemm_few" : "", same ? "bitwise" : "DIFFER from", finite,
+               PASSES * TOKENS * ROWS);
     }
 }
 

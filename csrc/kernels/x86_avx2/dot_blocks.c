@@ -256,11 +256,16 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
  * super-block's colibri_k_head h, scales SCALE32 (PER_HALF: 16 sub-blocks of 16; else 8 of 32),
  * mins (HAS_M) MPAIR16. */
 #define COLIBRI_AVX2_K_CORE(NAME, WBLOCK, QUANTS, MADD, ADD16, C, HEAD, PER_HALF, SCALE32, HAS_M, MPAIR16)       \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
-        const colibri_block_q8_s *a = (const colibri_block_q8_s *)xv;   /* a: [n/32] */                        \
+    /* NAME##_tokens: against T activation rows (xv, xv + x_stride, ...; out[token * 4 + row]),           \
+     * each step's quants unpacked once for all T, each token's lanes the one-token arithmetic;            \
+     * always inlined into NAME (one token) and NAME##_t1 .. _t4 (gemm_few's), so T is a constant. */     \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                           \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T,   \
+        float *out) {                                                                                           \
         const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                                    \
         const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                                    \
-        __m128 acc = _mm_setzero_ps();   /* acc: [4] rows */                                                    \
+        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                             \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                                  \
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
             COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
@@ -268,39 +273,50 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
             HEAD;                                                                                               \
             _Pragma("GCC unroll 4")   /* constant p: shifts and table offsets */                                \
             for (int p = 0; p < 4; p++) {                                                                       \
-                const colibri_block_q8_s *a0 = &a[8 * sb + 2 * p], *a1 = a0 + 1;                                \
-                __m256i av0 = _mm256_loadu_si256((const __m256i *)a0->qs);                                      \
-                __m256i av1 = _mm256_loadu_si256((const __m256i *)a1->qs);                                      \
-                __m256i h0 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p), av0), MADD(QUANTS(b1, 2 * p), av0),   \
-                                                  MADD(QUANTS(b2, 2 * p), av0), MADD(QUANTS(b3, 2 * p), av0), ADD16); \
-                __m256i h1 = colibri_rows_by_lane(MADD(QUANTS(b0, 2 * p + 1), av1), MADD(QUANTS(b1, 2 * p + 1), av1), \
-                                                  MADD(QUANTS(b2, 2 * p + 1), av1), MADD(QUANTS(b3, 2 * p + 1), av1), \
-                                                  ADD16);                                                       \
-                __m256i isum;   /* isum: [g0: r0..r3 | g1: r0..r3] */                                           \
-                if (PER_HALF) {                                                                                 \
-                    h0 = _mm256_mullo_epi32(h0, SCALE32(h.s[p], p, 0));                                         \
-                    h1 = _mm256_mullo_epi32(h1, SCALE32(h.s[p], p, 1));                                         \
-                    isum = colibri_lanes_added(h0, h1);                                                         \
-                } else {                                                                                        \
-                    isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), SCALE32(h.s[p], p, 0));              \
+                __m256i q00 = QUANTS(b0, 2 * p), q10 = QUANTS(b1, 2 * p), q20 = QUANTS(b2, 2 * p);              \
+                __m256i q30 = QUANTS(b3, 2 * p), q01 = QUANTS(b0, 2 * p + 1), q11 = QUANTS(b1, 2 * p + 1);      \
+                __m256i q21 = QUANTS(b2, 2 * p + 1), q31 = QUANTS(b3, 2 * p + 1);                               \
+                _Pragma("GCC unroll 4")                                                                         \
+                for (int t = 0; t < T; t++) {                                                                   \
+                    const colibri_block_q8_s *a0 =                                                              \
+                        (const colibri_block_q8_s *)((const char *)xv + t * x_stride) + 8 * sb + 2 * p;         \
+                    const colibri_block_q8_s *a1 = a0 + 1;                                                      \
+                    __m256i av0 = _mm256_loadu_si256((const __m256i *)a0->qs);                                  \
+                    __m256i av1 = _mm256_loadu_si256((const __m256i *)a1->qs);                                  \
+                    __m256i h0 = colibri_rows_by_lane(MADD(q00, av0), MADD(q10, av0), MADD(q20, av0),           \
+                                                      MADD(q30, av0), ADD16);                                   \
+                    __m256i h1 = colibri_rows_by_lane(MADD(q01, av1), MADD(q11, av1), MADD(q21, av1),           \
+                                                      MADD(q31, av1), ADD16);                                   \
+                    __m256i isum;   /* isum: [g0: r0..r3 | g1: r0..r3] */                                       \
+                    if (PER_HALF) {                                                                             \
+                        h0 = _mm256_mullo_epi32(h0, SCALE32(h.s[p], p, 0));                                     \
+                        h1 = _mm256_mullo_epi32(h1, SCALE32(h.s[p], p, 1));                                     \
+                        isum = colibri_lanes_added(h0, h1);                                                     \
+                    } else {                                                                                    \
+                        isum = _mm256_mullo_epi32(colibri_lanes_added(h0, h1), SCALE32(h.s[p], p, 0));          \
+                    }                                                                                           \
+                    __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                   \
+                    if (C) {   /* per-half tables only; C a power of 2: (C·S_0, C·S_1) by one shift */         \
+                        __m256i cs16 = _mm256_srai_epi16(_mm256_shuffle_epi8(h.s[p], COLIBRI_PAIR16_HI), 8 - __builtin_ctz(C)); \
+                        isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(cs16, A));                              \
+                    }                                                                                           \
+                    __m256 da = COLIBRI_ACT_PAIR_D(a0, a1);                                                     \
+                    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(h.d, da));                 \
+                    if (HAS_M) {                                                                                \
+                        __m256i msum = _mm256_madd_epi16(MPAIR16(h.m[p], p), A);                                \
+                        v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(h.dmin, da))); \
+                    }                                                                                           \
+                    acc[t] = _mm_add_ps(acc[t], _mm256_castps256_ps128(v));                                     \
+                    acc[t] = _mm_add_ps(acc[t], _mm256_extractf128_ps(v, 1));                                   \
                 }                                                                                               \
-                __m256i A = COLIBRI_ACT_PAIR_SUMS(a0, a1);   /* int16 pairs (A_0, A_1) */                       \
-                if (C) {   /* per-half tables only; C a power of 2: (C·S_0, C·S_1) by one shift */             \
-                    __m256i cs16 = _mm256_srai_epi16(_mm256_shuffle_epi8(h.s[p], COLIBRI_PAIR16_HI), 8 - __builtin_ctz(C)); \
-                    isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(cs16, A));                                  \
-                }                                                                                               \
-                __m256 da = COLIBRI_ACT_PAIR_D(a0, a1);                                                         \
-                __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(h.d, da));                     \
-                if (HAS_M) {                                                                                    \
-                    __m256i msum = _mm256_madd_epi16(MPAIR16(h.m[p], p), A);                                    \
-                    v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(h.dmin, da)));   \
-                }                                                                                               \
-                acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));                                               \
-                acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));                                             \
             }                                                                                                   \
         }                                                                                                       \
-        _mm_storeu_ps(out, acc);                                                                                \
-    }
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                         \
+    }                                                                                                           \
+    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
+        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                              \
+    }                                                                                                           \
+    COLIBRI_FEW_CORES(NAME)
 
 #define COLIBRI_HEAD_Q2_K COLIBRI_HEAD_BY_HALF(COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
 #define COLIBRI_HEAD_Q3_K COLIBRI_HEAD_BY_HALF(colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)
@@ -371,3 +387,11 @@ COLIBRI_AVX2_BLOCK_DOT_ROWS(q6_k)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_nl)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(iq4_xs)
 COLIBRI_AVX2_BLOCK_DOT_ROWS(mxfp4)
+
+#define COLIBRI_AVX2_BLOCK_GEMM_FEW(T) COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_##T##_avx2, colibri_dot4_##T##_avx2)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(q2_k)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(q3_k)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(q4_k)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(q5_k)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(q6_k)
+COLIBRI_AVX2_BLOCK_GEMM_FEW(iq4_xs)

@@ -63,10 +63,16 @@
                       [COLIBRI_DTYPE_Q3_K] = 8, [COLIBRI_DTYPE_Q4_K] = 8, [COLIBRI_DTYPE_Q5_K] = 8,    \
                       [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_NL] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8, \
                       [COLIBRI_DTYPE_MXFP4] = 8},                                                  \
-        /* Q8_0 / Q4_0 / Q4_1 under gemm_from: each block's rows prepared once for 4 tokens */   \
+        /* under gemm_from: each block's or group's rows unpacked once for 4 tokens */            \
         .gemm_few = {[COLIBRI_DTYPE_Q8_0] = colibri_gemm_few_q8_0_##INT8,                          \
                      [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_##INT8,                          \
-                     [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_##INT8},                         \
+                     [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_##INT8,                          \
+                     [COLIBRI_DTYPE_Q2_K] = colibri_gemm_few_q2_k_avx2,                            \
+                     [COLIBRI_DTYPE_Q3_K] = colibri_gemm_few_q3_k_avx2,                            \
+                     [COLIBRI_DTYPE_Q4_K] = colibri_gemm_few_q4_k_avx2,                            \
+                     [COLIBRI_DTYPE_Q5_K] = colibri_gemm_few_q5_k_avx2,                            \
+                     [COLIBRI_DTYPE_Q6_K] = colibri_gemm_few_q6_k_avx2,                            \
+                     [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_few_iq4_xs_avx2},                       \
         .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),         \
         .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2), \
     };
