@@ -359,7 +359,7 @@ void colibri_dot_rows_q4_1_avx512(const void *w, int64_t w_stride, const void *x
     COLIBRI_DECLARE_GEMM(mxfp4, ISA)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx2)
 COLIBRI_DECLARE_BLOCK_GEMM(avx2)
-/* the avx512 and amx tables' gemm_few (x86_avx512/dot_blocks.c) */
+/* the avx512 and amx tables' gemm_few (x86_avx512/dot_blocks.c; Q8_0 / Q4_0 / Q4_1: dot_quant.c) */
 COLIBRI_DECLARE_GEMM(few_q2_k, avx512) COLIBRI_DECLARE_GEMM(few_q3_k, avx512) COLIBRI_DECLARE_GEMM(few_q4_k, avx512)
 COLIBRI_DECLARE_GEMM(few_q5_k, avx512) COLIBRI_DECLARE_GEMM(few_q6_k, avx512) COLIBRI_DECLARE_GEMM(few_iq4_xs, avx512)
 COLIBRI_DECLARE_GEMM(few_q5_0, avx512) COLIBRI_DECLARE_GEMM(few_q5_1, avx512) COLIBRI_DECLARE_GEMM(few_iq4_nl, avx512)
