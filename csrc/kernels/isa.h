@@ -210,15 +210,18 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
         }                                                                                            \
     }
 
-/* NAME##_t1 .. _t4, COLIBRI_GEMM_FEW_DEFINE's cores, from an always-inlined
- * NAME##_tokens(w, ahead, x, x_stride, n, T, out) whose token count T is then a
- * constant. */
+/* From an always-inlined NAME##_tokens(w, ahead, x, x_stride, n, T, out), whose token
+ * count T is then a constant: NAME, CORE4 above (one token), and NAME##_t1 .. _t4,
+ * COLIBRI_GEMM_FEW_DEFINE's cores. */
 #define COLIBRI_FEW_CORE(NAME, T)                                                                  \
     static void NAME##_t##T(const char *const w[4], const char *ahead, const void *x, int64_t x_stride, \
                             int64_t n, float *out) {                                               \
         NAME##_tokens(w, ahead, x, x_stride, n, T, out);                                           \
     }
-#define COLIBRI_FEW_CORES(NAME) \
+#define COLIBRI_TOKEN_CORES(NAME)                                                                  \
+    static void NAME(const char *const w[4], const char *ahead, const void *x, int64_t n, float out[4]) { \
+        NAME##_tokens(w, ahead, x, 0, n, 1, out);                                                  \
+    }                                                                                              \
     COLIBRI_FEW_CORE(NAME, 1) COLIBRI_FEW_CORE(NAME, 2) COLIBRI_FEW_CORE(NAME, 3) COLIBRI_FEW_CORE(NAME, 4)
 
 /* Defines NAME (a colibri_gemm_fn) from CORE(const char *const w[4],

@@ -88,6 +88,24 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
     _mm_add_ps((v), _mm_mul_ps(COLIBRI_F16X4(w0, w1, w2, w3, m),      \
                                _mm_set1_ps((a)->d * (float)((a)->sum[0] + (a)->sum[1]))))
 
+/* NAME##_tokens(w, ahead, xv, x_stride, n, T, out) of a 4-row core of 32-element WBLOCK
+ * rows that takes blocks two at a time: NAME##_step(w0, w1, w2, w3, xv, x_stride, T, b,
+ * pair, ahead, acc) adds blocks b, b + 1 (pair 1) or b alone (pair 0: an odd last block) to
+ * acc[0..T), the 4 rows of each token (x86_avx512/dot_quant.c, x86_avx512/dot_blocks.c). */
+#define COLIBRI_X86_PAIR_TOKENS(NAME, WBLOCK)                                                           \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                    \
+        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T, \
+        float *out) {                                                                                   \
+        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
+        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
+        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                     \
+        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                          \
+        int64_t nb = n / COLIBRI_QK, b = 0;                                                             \
+        for (; b + 2 <= nb; b += 2) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 1, ahead, acc); \
+        if (b < nb) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 0, ahead, acc);   /* odd last */ \
+        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                 \
+    }
+
 /* NAME##_tokens: the core against T activation rows (xv, xv + x_stride, ...;
  * out[token * 4 + row]), each block's 4 weight vectors PREP'd once for all T
  * tokens, each token's lanes the one-token arithmetic above; always inlined
@@ -121,11 +139,7 @@ static inline __m128 colibri_f16x4_ps(uint16_t a, uint16_t b, uint16_t c, uint16
         }                                                                                   \
         for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                     \
     }                                                                                       \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv,             \
-                     int64_t n, float out[4]) {                                             \
-        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                          \
-    }                                                                                       \
-    COLIBRI_FEW_CORES(NAME)
+    COLIBRI_TOKEN_CORES(NAME)
 
 /* The dot_rows and gemm_few kernels of one block type for one ISA (the multi-token gemm
  * kernels are the row panels of gemm_panel.h and x86_avx512/gemm_quant.c). */

@@ -313,10 +313,7 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
         }                                                                                                       \
         for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                         \
     }                                                                                                           \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
-        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                              \
-    }                                                                                                           \
-    COLIBRI_FEW_CORES(NAME)
+    COLIBRI_TOKEN_CORES(NAME)
 
 #define COLIBRI_HEAD_Q2_K COLIBRI_HEAD_BY_HALF(COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
 #define COLIBRI_HEAD_Q3_K COLIBRI_HEAD_BY_HALF(colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)

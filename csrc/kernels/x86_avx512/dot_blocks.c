@@ -20,6 +20,7 @@
  * 32-element types take blocks b, b + 1 as the pair (an odd last block runs
  * alone, its partner's lanes unused).
  */
+#include "../x86_avx2/block_core.h"   /* COLIBRI_X86_PAIR_TOKENS */
 #include "blocks_quants.h"
 
 /* ---- the shared step ------------------------------------------------------------------- */
@@ -238,10 +239,7 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
         }                                                                                                       \
         for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                         \
     }                                                                                                           \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) {      \
-        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                              \
-    }                                                                                                           \
-    COLIBRI_FEW_CORES(NAME)
+    COLIBRI_TOKEN_CORES(NAME)
 
 COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_PER_HALF)
@@ -298,22 +296,8 @@ static inline __m256 colibri_e8m0_half8(__m256i e) {
                                          _mm256_set1_epi32(1), d8, dm8, pair, acc[t]);                     \
         }                                                                                                  \
     }                                                                                                      \
-    static inline __attribute__((always_inline)) void NAME##_tokens(                                       \
-        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T, \
-        float *out) {                                                                                      \
-        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                               \
-        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                               \
-        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                        \
-        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                             \
-        int64_t nb = n / COLIBRI_QK, b = 0;                                                                \
-        for (; b + 2 <= nb; b += 2) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 1, ahead, acc); \
-        if (b < nb) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 0, ahead, acc);   /* odd last */ \
-        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                    \
-    }                                                                                                      \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
-        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                         \
-    }                                                                                                      \
-    COLIBRI_FEW_CORES(NAME)
+    COLIBRI_X86_PAIR_TOKENS(NAME, WBLOCK)                                                              \
+    COLIBRI_TOKEN_CORES(NAME)
 
 COLIBRI_AVX512_PAIR_CORE(colibri_dot4_q5_0_avx512, colibri_block_q5_0, colibri_block_q8_h, 1, COLIBRI_Q5_0_QUANTS2, 4,
                          COLIBRI_F16_PAIR(0), 0, COLIBRI_NO_PAIR)

@@ -138,22 +138,8 @@ static inline __m256 colibri_f16x8_ps(uint64_t lo, uint64_t hi) {
             if (pair) acc[t] = _mm_add_ps(acc[t], _mm256_extractf128_ps(v, 1));                         \
         }                                                                                               \
     }                                                                                                   \
-    static inline __attribute__((always_inline)) void NAME##_tokens(                                    \
-        const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T, \
-        float *out) {                                                                                   \
-        const WBLOCK *w0 = (const WBLOCK *)w[0], *w1 = (const WBLOCK *)w[1];                            \
-        const WBLOCK *w2 = (const WBLOCK *)w[2], *w3 = (const WBLOCK *)w[3];                            \
-        __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                     \
-        for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                          \
-        int64_t nb = n / COLIBRI_QK, b = 0;                                                             \
-        for (; b + 2 <= nb; b += 2) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 1, ahead, acc); \
-        if (b < nb) NAME##_step(w0, w1, w2, w3, (const char *)xv, x_stride, T, b, 0, ahead, acc);   /* odd last */ \
-        for (int t = 0; t < T; t++) _mm_storeu_ps(out + 4 * t, acc[t]);                                 \
-    }                                                                                                   \
-    static void NAME(const char *const w[4], const char *ahead, const void *xv, int64_t n, float out[4]) { \
-        NAME##_tokens(w, ahead, xv, 0, n, 1, out);                                                      \
-    }                                                                                                   \
-    COLIBRI_FEW_CORES(NAME)
+    COLIBRI_X86_PAIR_TOKENS(NAME, WBLOCK)                                                              \
+    COLIBRI_TOKEN_CORES(NAME)
 
 /* The one-token kernels; the multi-token ones are gemm_quant.c's. */
 COLIBRI_X86_BLOCK_CORE(colibri_dot4_q8_0_avx512, colibri_block_q8_0, colibri_q8_h_k32, colibri_shared_q8_0,
