@@ -146,7 +146,7 @@ const colibri_isa_table colibri_isa_scalar = {
         [COLIBRI_DTYPE_IQ4_XS] = colibri_dequantize_row_iq4_xs,
         [COLIBRI_DTYPE_MXFP4] = colibri_dequantize_row_mxfp4,
     },
-    .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, scalar),
+    .dot_rows_exact = COLIBRI_BLOCK_ENTRIES(colibri_dot_rows_exact_, scalar),
 };
 
 colibri_quantize_fn colibri_isa_quantizer(const colibri_isa_table *isa, int32_t act) {

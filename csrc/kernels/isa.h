@@ -386,8 +386,9 @@ COLIBRI_DECLARE_GEMM(few_q8_0, avx_vnni) COLIBRI_DECLARE_GEMM(few_q4_0, avx_vnni
     COLIBRI_DECLARE_EXACT(mxfp4, ISA)
 COLIBRI_DECLARE_EXACT_ALL(avx2)
 COLIBRI_DECLARE_EXACT_ALL(neon)   /* arm_neon/exact.c, shared by the neon and neon_dotprod tables */
-/* The exact-mode entries of a table, by dtype, from the kernels named *_ISA. */
-#define COLIBRI_EXACT_ENTRIES(PREFIX, ISA)                                                   \
+/* A table's entries for every block dtype, from the kernels named PREFIX<type>_ISA (exact mode's,
+ * gemm_few). */
+#define COLIBRI_BLOCK_ENTRIES(PREFIX, ISA)                                                   \
     {                                                                                        \
         [COLIBRI_DTYPE_Q8_0] = PREFIX##q8_0_##ISA, [COLIBRI_DTYPE_Q4_0] = PREFIX##q4_0_##ISA,           \
         [COLIBRI_DTYPE_Q4_1] = PREFIX##q4_1_##ISA, [COLIBRI_DTYPE_Q5_0] = PREFIX##q5_0_##ISA,           \

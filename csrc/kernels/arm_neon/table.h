@@ -56,8 +56,8 @@
         colibri_softmax_neon,                                                   \
         colibri_silu_mul_neon,                                                  \
         .gemm_from = {0}, /* every type: COLIBRI_GEMM_FROM_DEFAULT */          \
-        .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, neon),         \
-        .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, neon), \
+        .dequantize = COLIBRI_BLOCK_ENTRIES(colibri_dequantize_, neon),         \
+        .dot_rows_exact = COLIBRI_BLOCK_ENTRIES(colibri_dot_rows_exact_, neon), \
     };
 
 #endif /* COLIBRI_ARM_TABLE_H */

@@ -73,8 +73,8 @@
                      [COLIBRI_DTYPE_Q5_K] = colibri_gemm_few_q5_k_avx2,                            \
                      [COLIBRI_DTYPE_Q6_K] = colibri_gemm_few_q6_k_avx2,                            \
                      [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_few_iq4_xs_avx2},                       \
-        .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),         \
-        .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2), \
+        .dequantize = COLIBRI_BLOCK_ENTRIES(colibri_dequantize_, avx2),         \
+        .dot_rows_exact = COLIBRI_BLOCK_ENTRIES(colibri_dot_rows_exact_, avx2), \
     };
 
 #endif /* COLIBRI_AVX2_TABLE_H */

@@ -72,24 +72,10 @@ const colibri_isa_table VAR = {                                                 
                   [COLIBRI_DTYPE_Q5_K] = 8, [COLIBRI_DTYPE_Q6_K] = 8, [COLIBRI_DTYPE_IQ4_XS] = 8,        \
                   [COLIBRI_DTYPE_Q5_0] = 8, [COLIBRI_DTYPE_Q5_1] = 8, [COLIBRI_DTYPE_IQ4_NL] = 8,        \
                   [COLIBRI_DTYPE_MXFP4] = 8},                                                     \
-    .gemm_few = {                                                                                 \
-        [COLIBRI_DTYPE_Q8_0] = colibri_gemm_few_q8_0_avx512,                                      \
-        [COLIBRI_DTYPE_Q4_0] = colibri_gemm_few_q4_0_avx512,                                      \
-        [COLIBRI_DTYPE_Q4_1] = colibri_gemm_few_q4_1_avx512,                                      \
-        [COLIBRI_DTYPE_Q2_K] = colibri_gemm_few_q2_k_avx512,                                      \
-        [COLIBRI_DTYPE_Q3_K] = colibri_gemm_few_q3_k_avx512,                                      \
-        [COLIBRI_DTYPE_Q4_K] = colibri_gemm_few_q4_k_avx512,                                      \
-        [COLIBRI_DTYPE_Q5_K] = colibri_gemm_few_q5_k_avx512,                                      \
-        [COLIBRI_DTYPE_Q6_K] = colibri_gemm_few_q6_k_avx512,                                      \
-        [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_few_iq4_xs_avx512,                                  \
-        [COLIBRI_DTYPE_Q5_0] = colibri_gemm_few_q5_0_avx512,                                      \
-        [COLIBRI_DTYPE_Q5_1] = colibri_gemm_few_q5_1_avx512,                                      \
-        [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_few_iq4_nl_avx512,                                  \
-        [COLIBRI_DTYPE_MXFP4] = colibri_gemm_few_mxfp4_avx512,                                    \
-    },                                                                                            \
+    .gemm_few = COLIBRI_BLOCK_ENTRIES(colibri_gemm_few_, avx512),                                 \
     /* exact mode: AVX2's (its dot is the F32 dot_rows above, AVX2's, on the dequantized rows) */ \
-    .dequantize = COLIBRI_EXACT_ENTRIES(colibri_dequantize_, avx2),                               \
-    .dot_rows_exact = COLIBRI_EXACT_ENTRIES(colibri_dot_rows_exact_, avx2),                       \
+    .dequantize = COLIBRI_BLOCK_ENTRIES(colibri_dequantize_, avx2),                               \
+    .dot_rows_exact = COLIBRI_BLOCK_ENTRIES(colibri_dot_rows_exact_, avx2),                       \
 };
 
 #endif /* COLIBRI_AVX512_TABLE_H */
