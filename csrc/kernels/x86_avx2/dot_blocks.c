@@ -267,12 +267,12 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
         __m128 acc[COLIBRI_FEW_TOKENS];   /* acc: [token] 4 rows */                                             \
         for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                                  \
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
             colibri_k_head h;                                                                                   \
             HEAD;                                                                                               \
             _Pragma("GCC unroll 4")   /* constant p: shifts and table offsets */                                \
             for (int p = 0; p < 4; p++) {                                                                       \
+                COLIBRI_PREFETCH_SPAN(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK));         \
                 __m256i q00 = QUANTS(b0, 2 * p), q10 = QUANTS(b1, 2 * p), q20 = QUANTS(b2, 2 * p);              \
                 __m256i q30 = QUANTS(b3, 2 * p), q01 = QUANTS(b0, 2 * p + 1), q11 = QUANTS(b1, 2 * p + 1);      \
                 __m256i q21 = QUANTS(b2, 2 * p + 1), q31 = QUANTS(b3, 2 * p + 1);                               \

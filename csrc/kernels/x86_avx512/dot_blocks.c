@@ -214,7 +214,6 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
         int8_t tab[128];                 /* tab: the super-block's scales and mins, HEADERS' layout */           \
         for (int t = 0; t < T; t++) acc[t] = _mm_setzero_ps();                                                  \
         for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
-            COLIBRI_PREFETCH_SPAN(ahead + 4 * sb * (int64_t)sizeof(WBLOCK), 4 * sizeof(WBLOCK));               \
             const WBLOCK *b0 = &w0[sb], *b1 = &w1[sb], *b2 = &w2[sb], *b3 = &w3[sb];                            \
             __m128 d4, dm4 = _mm_setzero_ps();                                                                  \
             HEADERS(b0, b1, b2, b3, &d4, &dm4, tab);                                                            \
@@ -227,6 +226,7 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                 if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
                 if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
                 if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
+                COLIBRI_PREFETCH_SPAN(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK));         \
                 __m512i u0 = QUANTS2(b0, p), u1 = QUANTS2(b1, p), u2 = QUANTS2(b2, p), u3 = QUANTS2(b3, p);     \
                 _Pragma("GCC unroll 4")                                                                         \
                 for (int t = 0; t < T; t++) {                                                                   \
