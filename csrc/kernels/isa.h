@@ -146,6 +146,16 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
             COLIBRI_PREFETCH((const char *)(p) + colibri_at_);                               \
         }                                                                                    \
     } while (0)
+/* COLIBRI_PREFETCH_SPAN, and each line `far` bytes later into L2 only. A core's
+ * prefetches into L1 hold its line fill buffers until their lines arrive, and
+ * lines already in L2 arrive sooner (see the AVX-512 K-type cores). */
+#define COLIBRI_PREFETCH_SPAN_FAR(p, bytes, far)                                             \
+    do {                                                                                     \
+        for (int64_t colibri_at_ = 0; colibri_at_ < (int64_t)(bytes); colibri_at_ += 64) {    \
+            COLIBRI_PREFETCH((const char *)(p) + colibri_at_);                               \
+            __builtin_prefetch((const char *)(p) + colibri_at_ + (far), 0, 2);               \
+        }                                                                                    \
+    } while (0)
 /* Groups between the one computed and the one prefetched: at least
  * COLIBRI_AHEAD_BYTES of rows ahead, so that short rows still cover DRAM's
  * latency (one group ahead was 2.3 KiB for a 1024-column Q4_0 matrix: one

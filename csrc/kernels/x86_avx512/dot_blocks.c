@@ -199,6 +199,17 @@ COLIBRI_HALF_HEADERS(colibri_q2_k_headers, colibri_block_q2_k, 80, COLIBRI_Q2_K_
 COLIBRI_HALF_HEADERS(colibri_q3_k_headers, colibri_block_q3_k, 108, colibri_q3_k_scales16, COLIBRI_NONE16, -1)
 COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k_scales16, COLIBRI_NONE16, -1)
 
+/* How far beyond the sweep 16 KiB ahead (isa.h) the K-type cores also prefetch into L2.
+ * One thread's sweep alone read well under the plain read loop's 16.5 GB/s on the AMX
+ * Xeon VM (kernels_bench 4096 4096 2048 1, one thread from DRAM, 2 alternating runs,
+ * GB/s: Q4_K 10.0-10.2 -> 10.4, Q5_K 9.7-9.9 -> 10.4-10.5, Q6_K 10.0-10.3 -> 11.3; 64
+ * KiB measured the same; the L2 prefetch alone, without the sweep into L1, 0-4% less).
+ * colibri bench mixtral-small, 2 threads, decode tok/s in 3 alternating pairs: Q4_K_M
+ * 116-132 -> 128-137 (faster in 2), Q6_K 101-105 -> 114-119 (79-83% of the probed
+ * bandwidth). The 32-element types' cores keep the sweep alone: the same L2 prefetch there
+ * read Q8_0 +5% on one thread but Q4_0's decode 3% slower on two (7 pairs, in the noise). */
+#define COLIBRI_K_FAR_BYTES 32768
+
 /* NAME##_tokens: the 4-row core of the 256-element type WBLOCK against T activation rows
  * (xv, xv + x_stride, ...; out[token * 4 + row]): quants by QUANTS2, unpacked once a step
  * for all T tokens, offset 2^C_SHIFT (-1: none), HEADERS' scales applied at S_AT, mins at
@@ -226,7 +237,8 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                 if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
                 if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
                 if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
-                COLIBRI_PREFETCH_SPAN(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK));         \
+                COLIBRI_PREFETCH_SPAN_FAR(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK),      \
+                                          COLIBRI_K_FAR_BYTES);                                                 \
                 __m512i u0 = QUANTS2(b0, p), u1 = QUANTS2(b1, p), u2 = QUANTS2(b2, p), u3 = QUANTS2(b3, p);     \
                 _Pragma("GCC unroll 4")                                                                         \
                 for (int t = 0; t < T; t++) {                                                                   \
