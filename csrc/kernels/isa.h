@@ -165,24 +165,30 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
  * VM, 4 alternating runs: Q6_K 7.8-9.2 -> 10.3-10.4 GB/s, Q4_K 9.2-9.5 ->
  * 10.2-10.5, Q8_0 and Q4_0 level). */
 #define COLIBRI_AHEAD_BYTES 16384
-#define COLIBRI_AHEAD_GROUPS(w_stride) \
-    (1 + COLIBRI_AHEAD_BYTES / (COLIBRI_DOT_ROWS * ((w_stride) > 0 ? (w_stride) : 1)))
-#define COLIBRI_DOT_ROWS_DEFINE(NAME, CORE4)                                           \
+#define COLIBRI_AHEAD_GROUPS(w_stride, ROWS) \
+    (1 + COLIBRI_AHEAD_BYTES / ((ROWS) * ((w_stride) > 0 ? (w_stride) : 1)))
+/* Defines NAME (a colibri_dot_rows_fn) from CORE(const char *const w[ROWS], const char
+ * *ahead, const void *x, int64_t n, float out[ROWS]), which computes ROWS rows against x,
+ * each exactly the one-row arithmetic, and prefetches the ROWS rows from `ahead` on (a
+ * span of ROWS row strides, in address order over its blocks); spare rows repeat the last
+ * one. COLIBRI_DOT_ROWS_DEFINE: the 4-row cores'. */
+#define COLIBRI_DOT_ROWS_N_DEFINE(NAME, CORE, ROWS)                                    \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t n, int64_t rows,  \
               float *y) {                                                               \
-        for (int64_t r = 0; r < rows; r += COLIBRI_DOT_ROWS) {                          \
-            int64_t k = rows - r < COLIBRI_DOT_ROWS ? rows - r : COLIBRI_DOT_ROWS;      \
-            int64_t next = r + k * COLIBRI_AHEAD_GROUPS(w_stride);                     \
+        for (int64_t r = 0; r < rows; r += (ROWS)) {                                    \
+            int64_t k = rows - r < (ROWS) ? rows - r : (ROWS);                          \
+            int64_t next = r + k * COLIBRI_AHEAD_GROUPS(w_stride, ROWS);               \
             next = next < rows ? next : (r + k < rows ? rows - 1 : r);   /* first row ahead */ \
-            const char *row[COLIBRI_DOT_ROWS];                                          \
-            float out[COLIBRI_DOT_ROWS];                                                \
-            for (int64_t j = 0; j < COLIBRI_DOT_ROWS; j++) {                            \
+            const char *row[ROWS];                                                      \
+            float out[ROWS];                                                            \
+            for (int64_t j = 0; j < (ROWS); j++) {                                      \
                 row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;        \
             }                                                                           \
-            CORE4(row, (const char *)w + next * w_stride, x, n, out);                   \
+            CORE(row, (const char *)w + next * w_stride, x, n, out);                    \
             for (int64_t j = 0; j < k; j++) y[r + j] = out[j];                          \
         }                                                                               \
     }
+#define COLIBRI_DOT_ROWS_DEFINE(NAME, CORE4) COLIBRI_DOT_ROWS_N_DEFINE(NAME, CORE4, COLIBRI_DOT_ROWS)
 
 /* The most activation rows a few-token core (COLIBRI_GEMM_FEW_DEFINE) takes at once. */
 #define COLIBRI_FEW_TOKENS 4
@@ -196,22 +202,22 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
  * inside: a group's weights stay in L1 for its later chunks, and the first
  * chunk prefetches COLIBRI_AHEAD_GROUPS ahead as dot_rows does, so the
  * weights stream from memory once, at dot_rows' pace. */
-#define COLIBRI_GEMM_FEW_DEFINE(NAME, CORE)                                                          \
+#define COLIBRI_GEMM_FEW_N_DEFINE(NAME, CORE, ROWS)                                                  \
     void NAME(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n,           \
               int64_t rows, int64_t n_tok, float *y, int64_t y_stride) {                             \
-        for (int64_t r = 0; r < rows; r += COLIBRI_DOT_ROWS) {                                       \
-            int64_t k = rows - r < COLIBRI_DOT_ROWS ? rows - r : COLIBRI_DOT_ROWS;                   \
-            int64_t next = r + k * COLIBRI_AHEAD_GROUPS(w_stride);                                  \
+        for (int64_t r = 0; r < rows; r += (ROWS)) {                                                 \
+            int64_t k = rows - r < (ROWS) ? rows - r : (ROWS);                                       \
+            int64_t next = r + k * COLIBRI_AHEAD_GROUPS(w_stride, ROWS);                            \
             next = next < rows ? next : (r + k < rows ? rows - 1 : r);   /* first row ahead */      \
-            const char *row[COLIBRI_DOT_ROWS];                                                       \
-            for (int64_t j = 0; j < COLIBRI_DOT_ROWS; j++) {                                         \
+            const char *row[ROWS];                                                                   \
+            for (int64_t j = 0; j < (ROWS); j++) {                                                   \
                 row[j] = (const char *)w + (r + (j < k ? j : k - 1)) * w_stride;                     \
             }                                                                                        \
             for (int64_t t = 0; t < n_tok; t += COLIBRI_FEW_TOKENS) {                                \
                 int64_t kt = n_tok - t < COLIBRI_FEW_TOKENS ? n_tok - t : COLIBRI_FEW_TOKENS;        \
                 const char *xt = (const char *)x + t * x_stride;                                     \
                 const char *ahead = t == 0 ? (const char *)w + next * w_stride : row[0];             \
-                float out[COLIBRI_FEW_TOKENS * COLIBRI_DOT_ROWS];   /* out: [token, row] */          \
+                float out[COLIBRI_FEW_TOKENS * (ROWS)];   /* out: [token, row] */                    \
                 switch (kt) {                                                                        \
                 case 1: CORE##_t1(row, ahead, xt, x_stride, n, out); break;                         \
                 case 2: CORE##_t2(row, ahead, xt, x_stride, n, out); break;                         \
@@ -219,25 +225,28 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
                 default: CORE##_t4(row, ahead, xt, x_stride, n, out); break;                        \
                 }                                                                                    \
                 for (int64_t j = 0; j < kt; j++) {                                                   \
-                    for (int64_t i = 0; i < k; i++) y[(t + j) * y_stride + r + i] = out[j * COLIBRI_DOT_ROWS + i]; \
+                    for (int64_t i = 0; i < k; i++) y[(t + j) * y_stride + r + i] = out[j * (ROWS) + i];  \
                 }                                                                                    \
             }                                                                                        \
         }                                                                                            \
     }
+#define COLIBRI_GEMM_FEW_DEFINE(NAME, CORE) COLIBRI_GEMM_FEW_N_DEFINE(NAME, CORE, COLIBRI_DOT_ROWS)
 
 /* From an always-inlined NAME##_tokens(w, ahead, x, x_stride, n, T, out), whose token
  * count T is then a constant: NAME, CORE4 above (one token), and NAME##_t1 .. _t4,
  * COLIBRI_GEMM_FEW_DEFINE's cores. */
-#define COLIBRI_FEW_CORE(NAME, T)                                                                  \
-    static void NAME##_t##T(const char *const w[4], const char *ahead, const void *x, int64_t x_stride, \
+#define COLIBRI_FEW_CORE(NAME, T, ROWS)                                                            \
+    static void NAME##_t##T(const char *const w[ROWS], const char *ahead, const void *x, int64_t x_stride, \
                             int64_t n, float *out) {                                               \
         NAME##_tokens(w, ahead, x, x_stride, n, T, out);                                           \
     }
-#define COLIBRI_TOKEN_CORES(NAME)                                                                  \
-    static void NAME(const char *const w[4], const char *ahead, const void *x, int64_t n, float out[4]) { \
+#define COLIBRI_TOKEN_CORES_N(NAME, ROWS)                                                          \
+    static void NAME(const char *const w[ROWS], const char *ahead, const void *x, int64_t n, float out[ROWS]) { \
         NAME##_tokens(w, ahead, x, 0, n, 1, out);                                                  \
     }                                                                                              \
-    COLIBRI_FEW_CORE(NAME, 1) COLIBRI_FEW_CORE(NAME, 2) COLIBRI_FEW_CORE(NAME, 3) COLIBRI_FEW_CORE(NAME, 4)
+    COLIBRI_FEW_CORE(NAME, 1, ROWS) COLIBRI_FEW_CORE(NAME, 2, ROWS) COLIBRI_FEW_CORE(NAME, 3, ROWS)  \
+    COLIBRI_FEW_CORE(NAME, 4, ROWS)
+#define COLIBRI_TOKEN_CORES(NAME) COLIBRI_TOKEN_CORES_N(NAME, COLIBRI_DOT_ROWS)
 
 /* Defines NAME (a colibri_gemm_fn) from CORE(const char *const w[4],
  * const char *ahead, const char *const x[4], int64_t n, float out[4][4]),

@@ -1,7 +1,8 @@
 /*
- * x86_avx512/dot_blocks.c — the decode kernels (dot_rows) of the types of
- * quant_blocks.h with AVX-512 VNNI: 4 rows at a time, two groups of 32
- * elements per 512-bit step, bitwise equal to quant_dot_blocks.c.
+ * x86_avx512/dot_blocks.c — the decode kernels (dot_rows) and few-token
+ * kernels (gemm_few) of the types of quant_blocks.h with AVX-512 VNNI: 4 rows
+ * at a time (8 for Q4_K, Q5_K and IQ4_XS: colibri_blocks_step8), two groups of
+ * 32 elements per 512-bit step, bitwise equal to quant_dot_blocks.c.
  *
  * Each step: every row's quants of the two groups as 64 unsigned bytes u
  * (q = u - C, x86_avx2/blocks_unpack.h), one vpdpbusd each against the two
@@ -66,15 +67,17 @@ static inline __m256i colibri_act_groups(const int16_t sum0[2], const int16_t su
 /* acc (4 rows) plus the float steps of groups g (activation a0) and g' (a1; pair 0: g
  * only), Q8_H (q8h: their k_h times each half's sum first) or Q8_S activation blocks.
  * u0..u3: the rows' 64 unsigned quant bytes of g, g'; c_shift: log2 of the
- * quants' offset C (-1: none); s_at, m_at: where the scales S and mins M apply
- * (COLIBRI_PER_HALF: S16 / M16 in colibri_rows_halves' layout; COLIBRI_PER_GROUP:
- * S8 / M8, [g: r0..r3, g': r0..r3]); D, DM: [g: r0..r3, g': r0..r3] block scales.
+ * quants' offset C (-1: none); s_at: where the scales S apply (COLIBRI_PER_HALF: S16
+ * in colibri_rows_halves' layout, or COLIBRI_NONE; the types with a scale a group take
+ * colibri_blocks_step8); m_at: where the mins M apply (COLIBRI_PER_HALF: M16;
+ * COLIBRI_PER_GROUP: M8, [g: r0..r3, g': r0..r3]); D, DM: [g: r0..r3, g': r0..r3]
+ * block scales.
  * Every integer product here is exact, and so are the float products of an integer
  * sum and a scale (both below 2^24, and so is their product): the reference's
  * (float)(S * sum) is (float)S * (float)sum. */
 static inline __attribute__((always_inline)) __m128 colibri_blocks_step(
     __m512i u0, __m512i u1, __m512i u2, __m512i u3, const void *a0, const void *a1, const int q8h,
-    const int c_shift, const int s_at, __m512i S16, __m256i S8, const int m_at, __m512i M16, __m256i M8, __m256 D,
+    const int c_shift, const int s_at, __m512i S16, const int m_at, __m512i M16, __m256i M8, __m256 D,
     __m256 DM, const int pair, __m128 acc) {
     __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)COLIBRI_ACT(a0, q8h, qs))),
                                     _mm256_loadu_si256((const __m256i *)COLIBRI_ACT(a1, q8h, qs)), 1);
@@ -90,7 +93,6 @@ static inline __attribute__((always_inline)) __m128 colibri_blocks_step(
     if (c_shift >= 0) h = _mm512_sub_epi32(h, _mm512_sll_epi32(A, _mm_cvtsi32_si128(c_shift)));
     if (s_at == COLIBRI_PER_HALF) h = _mm512_mullo_epi32(h, S16);
     __m256 isum = _mm256_cvtepi32_ps(colibri_fold_halves(h));
-    if (s_at == COLIBRI_PER_GROUP) isum = _mm256_mul_ps(isum, _mm256_cvtepi32_ps(S8));
     __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(COLIBRI_ACT(a0, q8h, d))),
                                      _mm_set1_ps(COLIBRI_ACT(a1, q8h, d)), 1);
     __m256 v = _mm256_mul_ps(isum, _mm256_mul_ps(D, da));
@@ -210,10 +212,11 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
  * read Q8_0 +5% on one thread but Q4_0's decode 3% slower on two (7 pairs, in the noise). */
 #define COLIBRI_K_FAR_BYTES 32768
 
-/* NAME##_tokens: the 4-row core of the 256-element type WBLOCK against T activation rows
- * (xv, xv + x_stride, ...; out[token * 4 + row]): quants by QUANTS2, unpacked once a step
- * for all T tokens, offset 2^C_SHIFT (-1: none), HEADERS' scales applied at S_AT, mins at
- * M_AT; each token's lanes exactly the one-token arithmetic. Always inlined into NAME (one
+/* NAME##_tokens: the 4-row core of the 256-element type WBLOCK with scales per half (Q2_K,
+ * Q3_K, Q6_K) against T activation rows (xv, xv + x_stride, ...; out[token * 4 + row]):
+ * quants by QUANTS2, unpacked once a step for all T tokens, offset 2^C_SHIFT (-1: none),
+ * HEADERS' scales applied at S_AT, mins at M_AT; each token's lanes exactly the one-token
+ * arithmetic. Always inlined into NAME (one
  * token: dot_rows' core) and NAME##_t1 .. _t4 (gemm_few's), so T is a constant. */
 #define COLIBRI_AVX512_K_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, S_AT, M_AT)                             \
     static inline __attribute__((always_inline)) void NAME##_tokens(                                           \
@@ -232,11 +235,8 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
             _Pragma("GCC unroll 4")   /* constant p: immediate shifts and table offsets */                      \
             for (int p = 0; p < 4; p++) {                                                                       \
                 __m512i S16 = _mm512_setzero_si512(), M16 = S16;                                                \
-                __m256i S8 = _mm256_setzero_si256(), M8 = S8;                                                   \
                 if (S_AT == COLIBRI_PER_HALF) S16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 16 * p))); \
                 if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
-                if (S_AT == COLIBRI_PER_GROUP) S8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 8 * p))); \
-                if (M_AT == COLIBRI_PER_GROUP) M8 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tab + 32 + 8 * p))); \
                 COLIBRI_PREFETCH_SPAN_FAR(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK),      \
                                           COLIBRI_K_FAR_BYTES);                                                 \
                 __m512i u0 = QUANTS2(b0, p), u1 = QUANTS2(b1, p), u2 = QUANTS2(b2, p), u3 = QUANTS2(b3, p);     \
@@ -245,7 +245,7 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                     const colibri_block_q8_s *as =                                                              \
                         (const colibri_block_q8_s *)((const char *)xv + t * x_stride) + 8 * sb;   /* as: [8] */ \
                     acc[t] = colibri_blocks_step(u0, u1, u2, u3, &as[2 * p], &as[2 * p + 1], 0, C_SHIFT, S_AT, S16, \
-                                                 S8, M_AT, M16, M8, D, DM, 1, acc[t]);                          \
+                                                 M_AT, M16, _mm256_setzero_si256(), D, DM, 1, acc[t]);          \
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
@@ -253,18 +253,124 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
     }                                                                                                           \
     COLIBRI_TOKEN_CORES(NAME)
 
+/* ---- 8 rows a step: the types with one scale a group ------------------------------------
+ * Q4_K, Q5_K and IQ4_XS: colibri_blocks_step's arithmetic for each (row, group), for 8 rows
+ * whose float step fills all 16 lanes, laid [g: rows 0-3, g': rows 0-3, g: rows 4-7, g':
+ * rows 4-7] (the 8-row layout), so the per-step work on the activation (its scales, group
+ * sums, offset) and the reduction's last fold are paid once for 8 rows. kernels_bench, AMX
+ * Xeon VM, against the 4-row core (alternating runs): gemm_few in cache, GMAC/s at 2 / 4
+ * tokens: Q4_K 37 -> 41-42 / 39 -> 51, Q5_K 33 -> 35-36 / 38-39 -> 45-46, IQ4_XS 36-37 ->
+ * 41 / 45-47 -> 55-56; one token in cache Q4_K 16.8-17.7 -> 18.4-19.1 GB/s; from DRAM
+ * (one thread) level to -4% (Q4_K 10.9 -> 11.0-11.2, Q5_K 10.6-10.9 -> 10.3-10.4). In the
+ * engine (mixtral-small Q4_K_M, 2 threads): decode level (4 pairs), serve_steps' 16 decode
+ * tokens 63.7 -> 59.4 ms, 1 token + an 8-token chunk 37.1 -> 33.9 ms. The types
+ * with scales per half (Q2_K, Q3_K, Q6_K) keep the 4-row core: their per-half vpmulld and
+ * larger unpacks left Q6_K 20-30% slower in cache with 8 rows. */
+
+/* [g: A r0..r3, g': A r0..r3, g: B r0..r3, g': B r0..r3] from two colibri_rows_halves results
+ * (hA: rows 0-3, hB: rows 4-7): each group's two halves added. */
+static inline __m512i colibri_fold_halves8(__m512i hA, __m512i hB) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(hA, hB, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(hA, hB, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* [x0 x4, x1 x4, x0 x4, x1 x4]: a per-group value of groups g, g' in the 8-row layout. */
+static inline __m512 colibri_groups8_ps(float x0, float x1) {
+    return _mm512_mask_blend_ps(0xf0f0, _mm512_set1_ps(x0), _mm512_set1_ps(x1));
+}
+
+/* The 8-row layout's 16 int32 from two 4-row tables' 8 bytes at tA, tB ([g: r0..r3, g': r0..r3] each). */
+static inline __m512i colibri_tab8(const int8_t *tA, const int8_t *tB) {
+    return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)tA),
+                                                   _mm_loadl_epi64((const __m128i *)tB)));
+}
+
+/* [x, x] for rows 0-3's values xA and rows 4-7's xB: a per-row value in the 8-row layout. */
+static inline __m512 colibri_rows8_ps(__m128 xA, __m128 xB) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(colibri_twice(xA))),
+                                               _mm256_castps_pd(colibri_twice(xB)), 1));
+}
+
+/* acc (rows 0-7) plus the float steps of groups g (activation a0) and g' (a1) of 8 rows,
+ * lane for lane colibri_blocks_step's with Q8_S activations and COLIBRI_PER_GROUP scales.
+ * u[8]: the rows' quants of g, g'; c_shift: log2 of their offset C (-1: none); S16, M16:
+ * the scales and mins (has_m: 1) and D, DM the block scales, in the 8-row layout. */
+static inline __attribute__((always_inline)) __m256 colibri_blocks_step8(
+    const __m512i u[8], const colibri_block_q8_s *a0, const colibri_block_q8_s *a1, const int c_shift, __m512i S16,
+    const int has_m, __m512i M16, __m512 D, __m512 DM, __m256 acc) {
+    __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a0->qs)),
+                                    _mm256_loadu_si256((const __m256i *)a1->qs), 1);
+    __m512i z = _mm512_setzero_si512();
+    __m512i hA = colibri_rows_halves(_mm512_dpbusd_epi32(z, u[0], av), _mm512_dpbusd_epi32(z, u[1], av),
+                                     _mm512_dpbusd_epi32(z, u[2], av), _mm512_dpbusd_epi32(z, u[3], av));
+    __m512i hB = colibri_rows_halves(_mm512_dpbusd_epi32(z, u[4], av), _mm512_dpbusd_epi32(z, u[5], av),
+                                     _mm512_dpbusd_epi32(z, u[6], av), _mm512_dpbusd_epi32(z, u[7], av));
+    if (c_shift >= 0) {
+        __m512i CA = _mm512_sll_epi32(colibri_act_halves(a0->sum, a1->sum), _mm_cvtsi32_si128(c_shift));
+        hA = _mm512_sub_epi32(hA, CA);
+        hB = _mm512_sub_epi32(hB, CA);
+    }
+    __m512 isum = _mm512_mul_ps(_mm512_cvtepi32_ps(colibri_fold_halves8(hA, hB)), _mm512_cvtepi32_ps(S16));
+    __m512 da = colibri_groups8_ps(a0->d, a1->d);
+    __m512 v = _mm512_mul_ps(isum, _mm512_mul_ps(D, da));
+    if (has_m) {
+        __m512 msum = _mm512_mul_ps(_mm512_cvtepi32_ps(M16), colibri_groups8_ps((float)(a0->sum[0] + a0->sum[1]),
+                                                                                (float)(a1->sum[0] + a1->sum[1])));
+        v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(DM, da)));
+    }
+    v = _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 1, 2, 0));   /* [g: rows 0-7, g': rows 0-7] */
+    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(v));
+    return _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+/* NAME##_tokens: COLIBRI_AVX512_K_CORE's core for 8 rows (w[8]; out[token * 8 + row]) of a
+ * type with COLIBRI_PER_GROUP scales (HAS_M: and mins), HEADERS filling rows 0-3's and
+ * rows 4-7's tables in turn; NAME, NAME##_t1 .. _t4 as there. */
+#define COLIBRI_AVX512_K_CORE8(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, HAS_M)                                 \
+    static inline __attribute__((always_inline)) void NAME##_tokens(                                           \
+        const char *const w[8], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T,   \
+        float *out) {                                                                                           \
+        __m256 acc[COLIBRI_FEW_TOKENS];  /* acc: [token] 8 rows */                                              \
+        int8_t tab[2][128];              /* tab: rows 0-3's and 4-7's scales and mins, HEADERS' layout */        \
+        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();                                               \
+        for (int64_t sb = 0; sb < n / COLIBRI_QK_K; sb++) {                                                     \
+            const WBLOCK *b[8];                                                                                 \
+            for (int r = 0; r < 8; r++) b[r] = (const WBLOCK *)w[r] + sb;                                       \
+            __m128 dA, dB, dmA = _mm_setzero_ps(), dmB = dmA;                                                   \
+            HEADERS(b[0], b[1], b[2], b[3], &dA, &dmA, tab[0]);                                                 \
+            HEADERS(b[4], b[5], b[6], b[7], &dB, &dmB, tab[1]);                                                 \
+            __m512 D = colibri_rows8_ps(dA, dB), DM = colibri_rows8_ps(dmA, dmB);                               \
+            _Pragma("GCC unroll 4")   /* constant p: immediate shifts and table offsets */                      \
+            for (int p = 0; p < 4; p++) {                                                                       \
+                __m512i S16 = colibri_tab8(tab[0] + 8 * p, tab[1] + 8 * p);                                     \
+                __m512i M16 = HAS_M ? colibri_tab8(tab[0] + 32 + 8 * p, tab[1] + 32 + 8 * p) : S16;             \
+                COLIBRI_PREFETCH_SPAN_FAR(ahead + (8 * sb + 2 * p) * (int64_t)sizeof(WBLOCK), 2 * sizeof(WBLOCK), \
+                                          COLIBRI_K_FAR_BYTES);                                                 \
+                __m512i u[8];                                                                                   \
+                for (int r = 0; r < 8; r++) u[r] = QUANTS2(b[r], p);                                            \
+                _Pragma("GCC unroll 4")                                                                         \
+                for (int t = 0; t < T; t++) {                                                                   \
+                    const colibri_block_q8_s *as =                                                              \
+                        (const colibri_block_q8_s *)((const char *)xv + t * x_stride) + 8 * sb;   /* as: [8] */ \
+                    acc[t] = colibri_blocks_step8(u, &as[2 * p], &as[2 * p + 1], C_SHIFT, S16, HAS_M, M16, D, DM, \
+                                                  acc[t]);                                                      \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (int t = 0; t < T; t++) _mm256_storeu_ps(out + 8 * t, acc[t]);                                      \
+    }                                                                                                           \
+    COLIBRI_TOKEN_CORES_N(NAME, 8)
+
 COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_PER_HALF)
 COLIBRI_AVX512_K_CORE(colibri_dot4_q3_k_avx512, colibri_block_q3_k, colibri_q3_k_quants2, 2, colibri_q3_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_NONE)
-COLIBRI_AVX512_K_CORE(colibri_dot4_q4_k_avx512, colibri_block_q4_k, colibri_q4_k_quants2, -1, COLIBRI_Q4_K_HEADERS,
-                      COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
-COLIBRI_AVX512_K_CORE(colibri_dot4_q5_k_avx512, colibri_block_q5_k, colibri_q5_k_quants2, -1, COLIBRI_Q5_K_HEADERS,
-                      COLIBRI_PER_GROUP, COLIBRI_PER_GROUP)
 COLIBRI_AVX512_K_CORE(colibri_dot4_q6_k_avx512, colibri_block_q6_k, colibri_q6_k_quants2, 5, colibri_q6_k_headers,
                       COLIBRI_PER_HALF, COLIBRI_NONE)
-COLIBRI_AVX512_K_CORE(colibri_dot4_iq4_xs_avx512, colibri_block_iq4_xs, colibri_iq4_xs_quants2, 7,
-                      colibri_iq4_xs_headers, COLIBRI_PER_GROUP, COLIBRI_NONE)
+COLIBRI_AVX512_K_CORE8(colibri_dot8_q4_k_avx512, colibri_block_q4_k, colibri_q4_k_quants2, -1, COLIBRI_Q4_K_HEADERS, 1)
+COLIBRI_AVX512_K_CORE8(colibri_dot8_q5_k_avx512, colibri_block_q5_k, colibri_q5_k_quants2, -1, COLIBRI_Q5_K_HEADERS, 1)
+COLIBRI_AVX512_K_CORE8(colibri_dot8_iq4_xs_avx512, colibri_block_iq4_xs, colibri_iq4_xs_quants2, 7,
+                       colibri_iq4_xs_headers, 0)
 
 /* ---- the 32-element types: blocks b, b1 as the pair ---------------------------------------- */
 
@@ -303,7 +409,7 @@ static inline __m256 colibri_e8m0_half8(__m256i e) {
         for (int t = 0; t < T; t++) {                                                                      \
             const ABLOCK *a = (const ABLOCK *)(xv + t * x_stride);   /* a: [n/32] */                      \
             acc[t] = colibri_blocks_step(u0, u1, u2, u3, &a[b], &a[b1], Q8H, C_SHIFT, COLIBRI_NONE,        \
-                                         _mm512_setzero_si512(), _mm256_setzero_si256(),                   \
+                                         _mm512_setzero_si512(),                                           \
                                          HAS_M ? COLIBRI_PER_GROUP : COLIBRI_NONE, _mm512_setzero_si512(), \
                                          _mm256_set1_epi32(1), d8, dm8, pair, acc[t]);                     \
         }                                                                                                  \
@@ -325,21 +431,22 @@ COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_0)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_1)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(q2_k)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(q3_k)
-COLIBRI_AVX512_BLOCK_DOT_ROWS(q4_k)
-COLIBRI_AVX512_BLOCK_DOT_ROWS(q5_k)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(q6_k)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_nl)
-COLIBRI_AVX512_BLOCK_DOT_ROWS(iq4_xs)
 COLIBRI_AVX512_BLOCK_DOT_ROWS(mxfp4)
 
 #define COLIBRI_AVX512_BLOCK_GEMM_FEW(T) COLIBRI_GEMM_FEW_DEFINE(colibri_gemm_few_##T##_avx512, colibri_dot4_##T##_avx512)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q2_k)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q3_k)
-COLIBRI_AVX512_BLOCK_GEMM_FEW(q4_k)
-COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_k)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q6_k)
-COLIBRI_AVX512_BLOCK_GEMM_FEW(iq4_xs)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_0)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(q5_1)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(iq4_nl)
 COLIBRI_AVX512_BLOCK_GEMM_FEW(mxfp4)
+
+#define COLIBRI_AVX512_K8_KERNELS(T)                                                                    \
+    COLIBRI_DOT_ROWS_N_DEFINE(colibri_dot_rows_##T##_avx512, colibri_dot8_##T##_avx512, 8)             \
+    COLIBRI_GEMM_FEW_N_DEFINE(colibri_gemm_few_##T##_avx512, colibri_dot8_##T##_avx512, 8)
+COLIBRI_AVX512_K8_KERNELS(q4_k)
+COLIBRI_AVX512_K8_KERNELS(q5_k)
+COLIBRI_AVX512_K8_KERNELS(iq4_xs)
