@@ -318,7 +318,8 @@ static inline __attribute__((always_inline)) __m256 colibri_blocks_step8(
                                                                                 (float)(a1->sum[0] + a1->sum[1])));
         v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(DM, da)));
     }
-    v = _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 1, 2, 0));   /* [g: rows 0-7, g': rows 0-7] */
+    __m512i vi = _mm512_castps_si512(v);
+    v = _mm512_castsi512_ps(_mm512_shuffle_i32x4(vi, vi, _MM_SHUFFLE(3, 1, 2, 0)));   /* [g: rows 0-7, g': rows 0-7] */
     acc = _mm256_add_ps(acc, _mm512_castps512_ps256(v));
     return _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
