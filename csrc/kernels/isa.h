@@ -127,8 +127,9 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
  * of 9-13 lines then; kernels_bench 4096 4096 2048 1, one thread from DRAM,
  * AMX Xeon VM, 3 alternating runs, GB/s: AVX-512 Q4_K 8.8-9.7 -> 9.9, Q5_K
  * 8.5-9.0 -> 9.4-9.7, Q6_K 9.1-9.5 -> 9.5-10.3; AVX2 Q4_K 8.7-9.1 -> 9.4-9.8,
- * Q6_K 8.5-8.8 -> 9.2-9.7; in cache level). The last group prefetches itself. A last group of k < 4 rows repeats its last row in the
- * spare lanes and keeps k outputs.
+ * Q6_K 8.5-8.8 -> 9.2-9.7; in cache level). The last group prefetches
+ * itself. A last group of k < 4 rows repeats its last row in the spare lanes
+ * and keeps k outputs.
  *
  * One sweep in address order, not the 4 rows' same offsets side by side:
  * the hardware prefetcher follows a sweep but not 4 interleaved streams a
@@ -193,10 +194,10 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
 /* The most activation rows a few-token core (COLIBRI_GEMM_FEW_DEFINE) takes at once. */
 #define COLIBRI_FEW_TOKENS 4
 /* Defines NAME (a colibri_gemm_fn for the few tokens under a table's
- * gemm_from: gemm_few) from CORE##_t1 .. CORE##_t4(const char *const w[4],
+ * gemm_from: gemm_few) from CORE##_t1 .. CORE##_t4(const char *const w[ROWS],
  * const char *ahead, const void *x, int64_t x_stride, int64_t n, float
- * out[]), which compute 4 rows against 1 .. 4 activation rows (x, x +
- * x_stride, ...; out[token * 4 + row]), each (row, token) exactly the one-row
+ * out[]), which compute ROWS rows against 1 .. 4 activation rows (x, x +
+ * x_stride, ...; out[token * ROWS + row]), each (row, token) exactly the one-row
  * arithmetic, with each row's weights unpacked once for all the tokens, and
  * prefetch as CORE4 above does. Row groups outside, chunks of up to 4 tokens
  * inside: a group's weights stay in L1 for its later chunks, and the first
@@ -230,7 +231,7 @@ int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product i
             }                                                                                        \
         }                                                                                            \
     }
-#define COLIBRI_GEMM_FEW_DEFINE(NAME, CORE) COLIBRI_GEMM_FEW_N_DEFINE(NAME, CORE, COLIBRI_DOT_ROWS)
+#define COLIBRI_GEMM_FEW_DEFINE(NAME, CORE) COLIBRI_GEMM_FEW_N_DEFINE(NAME, CORE, COLIBRI_DOT_ROWS)   /* 4-row cores */
 
 /* From an always-inlined NAME##_tokens(w, ahead, x, x_stride, n, T, out), whose token
  * count T is then a constant: NAME, CORE4 above (one token), and NAME##_t1 .. _t4,

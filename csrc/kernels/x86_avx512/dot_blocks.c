@@ -215,10 +215,10 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
 /* NAME##_tokens: the 4-row core of the 256-element type WBLOCK with scales per half (Q2_K,
  * Q3_K, Q6_K) against T activation rows (xv, xv + x_stride, ...; out[token * 4 + row]):
  * quants by QUANTS2, unpacked once a step for all T tokens, offset 2^C_SHIFT (-1: none),
- * HEADERS' scales applied at S_AT, mins at M_AT; each token's lanes exactly the one-token
- * arithmetic. Always inlined into NAME (one
- * token: dot_rows' core) and NAME##_t1 .. _t4 (gemm_few's), so T is a constant. */
-#define COLIBRI_AVX512_K_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, S_AT, M_AT)                             \
+ * HEADERS' scales applied per half, mins at M_AT; each token's lanes exactly the one-token
+ * arithmetic. Always inlined into NAME (one token: dot_rows' core) and NAME##_t1 .. _t4
+ * (gemm_few's), so T is a constant. */
+#define COLIBRI_AVX512_K_CORE(NAME, WBLOCK, QUANTS2, C_SHIFT, HEADERS, M_AT)                                   \
     static inline __attribute__((always_inline)) void NAME##_tokens(                                           \
         const char *const w[4], const char *ahead, const void *xv, int64_t x_stride, int64_t n, const int T,   \
         float *out) {                                                                                           \
@@ -234,8 +234,8 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
             __m256 D = colibri_twice(d4), DM = colibri_twice(dm4);                                              \
             _Pragma("GCC unroll 4")   /* constant p: immediate shifts and table offsets */                      \
             for (int p = 0; p < 4; p++) {                                                                       \
-                __m512i S16 = _mm512_setzero_si512(), M16 = S16;                                                \
-                if (S_AT == COLIBRI_PER_HALF) S16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 16 * p))); \
+                __m512i S16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 16 * p)));           \
+                __m512i M16 = _mm512_setzero_si512();                                                           \
                 if (M_AT == COLIBRI_PER_HALF) M16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(tab + 64 + 16 * p))); \
                 COLIBRI_PREFETCH_SPAN_FAR(ahead + (4 * sb + p) * (int64_t)sizeof(WBLOCK), sizeof(WBLOCK),      \
                                           COLIBRI_K_FAR_BYTES);                                                 \
@@ -244,7 +244,8 @@ COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k
                 for (int t = 0; t < T; t++) {                                                                   \
                     const colibri_block_q8_s *as =                                                              \
                         (const colibri_block_q8_s *)((const char *)xv + t * x_stride) + 8 * sb;   /* as: [8] */ \
-                    acc[t] = colibri_blocks_step(u0, u1, u2, u3, &as[2 * p], &as[2 * p + 1], 0, C_SHIFT, S_AT, S16, \
+                    acc[t] = colibri_blocks_step(u0, u1, u2, u3, &as[2 * p], &as[2 * p + 1], 0, C_SHIFT,           \
+                                                 COLIBRI_PER_HALF, S16,                                         \
                                                  M_AT, M16, _mm256_setzero_si256(), D, DM, 1, acc[t]);          \
                 }                                                                                               \
             }                                                                                                   \
@@ -363,11 +364,11 @@ static inline __attribute__((always_inline)) __m256 colibri_blocks_step8(
     COLIBRI_TOKEN_CORES_N(NAME, 8)
 
 COLIBRI_AVX512_K_CORE(colibri_dot4_q2_k_avx512, colibri_block_q2_k, colibri_q2_k_quants2, -1, colibri_q2_k_headers,
-                      COLIBRI_PER_HALF, COLIBRI_PER_HALF)
+                      COLIBRI_PER_HALF)
 COLIBRI_AVX512_K_CORE(colibri_dot4_q3_k_avx512, colibri_block_q3_k, colibri_q3_k_quants2, 2, colibri_q3_k_headers,
-                      COLIBRI_PER_HALF, COLIBRI_NONE)
+                      COLIBRI_NONE)
 COLIBRI_AVX512_K_CORE(colibri_dot4_q6_k_avx512, colibri_block_q6_k, colibri_q6_k_quants2, 5, colibri_q6_k_headers,
-                      COLIBRI_PER_HALF, COLIBRI_NONE)
+                      COLIBRI_NONE)
 COLIBRI_AVX512_K_CORE8(colibri_dot8_q4_k_avx512, colibri_block_q4_k, colibri_q4_k_quants2, -1, COLIBRI_Q4_K_HEADERS, 1)
 COLIBRI_AVX512_K_CORE8(colibri_dot8_q5_k_avx512, colibri_block_q5_k, colibri_q5_k_quants2, -1, COLIBRI_Q5_K_HEADERS, 1)
 COLIBRI_AVX512_K_CORE8(colibri_dot8_iq4_xs_avx512, colibri_block_iq4_xs, colibri_iq4_xs_quants2, 7,
