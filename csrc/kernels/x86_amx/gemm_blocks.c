@@ -34,7 +34,7 @@
  */
 #include <immintrin.h>
 
-#define COLIBRI_BP_TOKENS 64   /* tokens per chunk: the panel's reuse (B tiles and side: 128 KiB of stack) */
+#define COLIBRI_BP_TOKENS 128   /* tokens per chunk: the panel's reuse (B tiles and side: 256 KiB of stack) */
 
 #include "../x86_avx512/block_panel.h"
 
@@ -87,13 +87,17 @@ static inline void colibri_amx_configure(void) {
 }
 
 /* out[t] lane r = in[r] lane t, 16 x 16 floats: unpacks of pairs, then of quads, then
- * 128-bit lanes gathered by two rounds of shuffle_f32x4. */
+ * 128-bit lanes gathered by two rounds of shuffle_f32x4. The loops unrolled: a variable
+ * index keeps in and out (the float step's 16 accumulators) on the stack, a load and a
+ * store each a row and group. */
 static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(const __m512 in[16], __m512 out[16]) {
     __m512 a[16], b[16];
+    _Pragma("GCC unroll 8")
     for (int i = 0; i < 8; i++) {
         a[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
         a[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
     }
+    _Pragma("GCC unroll 4")
     for (int i = 0; i < 4; i++) {   /* b[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3 */
         __m512d lo = _mm512_castps_pd(a[4 * i]), hi = _mm512_castps_pd(a[4 * i + 2]);
         __m512d lo1 = _mm512_castps_pd(a[4 * i + 1]), hi1 = _mm512_castps_pd(a[4 * i + 3]);
@@ -102,6 +106,7 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
         b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo1, hi1));
         b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo1, hi1));
     }
+    _Pragma("GCC unroll 4")
     for (int c = 0; c < 4; c++) {
         __m512 p = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x88), q = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xdd);
         __m512 p1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x88), q1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xdd);
@@ -112,7 +117,8 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
     }
 }
 
-/* The float step's rows unrolled, so that the 16 accumulators live in registers. */
+/* The float step's rows (and every loop over the accumulators) unrolled, so that the 16
+ * accumulators live in registers. */
 #define COLIBRI_AMX_UNROLL _Pragma("GCC unroll 16")
 
 /* Group g's dots of the tile's 16 tokens (act.b[jt]) into tile CT, from the tokens' -C (A_0 +
@@ -171,9 +177,11 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
                         int64_t real = kt - j0 < COLIBRI_AMX_TOKENS ? kt - j0 : COLIBRI_AMX_TOKENS;               \
                         __m512 acc[COLIBRI_BP_ROWS];   /* acc: [row] 16 tokens' running sums */                   \
                         if (g0 == 0) {                                                                            \
+                            COLIBRI_AMX_UNROLL                                                                    \
                             for (int r = 0; r < COLIBRI_BP_ROWS; r++) acc[r] = _mm512_setzero_ps();               \
                         } else {                                                                                  \
                             __m512 at[COLIBRI_AMX_TOKENS];   /* at: [token] 16 rows' sums so far */               \
+                            COLIBRI_AMX_UNROLL                                                                    \
                             for (int i = 0; i < COLIBRI_AMX_TOKENS; i++) {                                        \
                                 at[i] = i < real ? _mm512_maskz_loadu_ps(keep, y + (t0 + j0 + i) * y_stride + r0) \
                                                  : _mm512_setzero_ps();                                           \

@@ -100,7 +100,9 @@ static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const
 }
 
 /* Group g's scales of the 16 rows row_at[r] (each at its first group, g0 + g of the row)
- * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*). */
+ * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*); for the
+ * 256-element types D16 runs at a super-block's first group only (its 16-row gathers
+ * stall on store forwarding: ~8% of the AMX Q4_K gemm's samples, perf). */
 #define COLIBRI_BP_FILL_SCALES(scales, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16)          \
     do {                                                                                         \
         float s16[2][COLIBRI_BP_ROWS], m16[2][COLIBRI_BP_ROWS];   /* [half, row] */              \
@@ -117,7 +119,11 @@ static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const
             (scales).s[g][h] = _mm512_loadu_ps(s16[h]);                                          \
             (scales).m[g][h] = _mm512_loadu_ps(m16[h]);                                          \
         }                                                                                        \
-        D16(scales, g, sb, d16, dm16);                                                           \
+        if ((g) > 0 && ((g0) + (g)) % ((ELEMS) / 32) != 0) {   /* the super-block's D, DMIN again */ \
+            (scales).d[g] = (scales).d[(g) - 1], (scales).dm[g] = (scales).dm[(g) - 1];          \
+        } else {                                                                                 \
+            D16(scales, g, sb, d16, dm16);                                                       \
+        }                                                                                        \
         (void)sb, (void)d16, (void)dm16;                                                         \
     } while (0)
 
