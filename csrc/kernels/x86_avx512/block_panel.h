@@ -100,12 +100,15 @@ static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const
 }
 
 /* Group g's scales of the 16 rows row_at[r] (each at its first group, g0 + g of the row)
- * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*); for the
- * 256-element types D16 runs at a super-block's first group only (its 16-row gathers
- * stall on store forwarding: ~8% of the AMX Q4_K gemm's samples, perf). */
+ * into scales (a colibri_block_scales), by GROUP_SCALES and D16 (COLIBRI_BP_D_*). The
+ * integer scales and mins go straight into their lanes, read long after, not through a
+ * copy whose one vector load right after 16 scalar stores stalls on store forwarding; for
+ * the 256-element types D16, whose 16-row f16 gathers stall so, runs at a super-block's
+ * first group only (such stalls were ~8% of the AMX Q4_K gemm's samples in a prefill). */
 #define COLIBRI_BP_FILL_SCALES(scales, g, g0, row_at, WBLOCK, ELEMS, GROUP_SCALES, D16)          \
     do {                                                                                         \
-        float s16[2][COLIBRI_BP_ROWS], m16[2][COLIBRI_BP_ROWS];   /* [half, row] */              \
+        float *s16[2] = {(float *)&(scales).s[g][0], (float *)&(scales).s[g][1]};   /* [half] lanes */ \
+        float *m16[2] = {(float *)&(scales).m[g][0], (float *)&(scales).m[g][1]};                \
         float d16[COLIBRI_BP_ROWS], dm16[COLIBRI_BP_ROWS];        /* [row] */                    \
         const char *sb[COLIBRI_BP_ROWS];   /* sb: [row] the block that holds group g0 + g */     \
         for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                              \
@@ -114,10 +117,6 @@ static inline void colibri_bp_rows_at(const char *row_at[COLIBRI_BP_ROWS], const
             for (int h = 0; h < 2; h++) s16[h][r] = (float)gs.sc[h], m16[h][r] = (float)gs.m[h]; \
             d16[r] = gs.d, dm16[r] = gs.dmin;                                                    \
             sb[r] = (row_at)[r] + ((g0) + (g)) * 32 / (ELEMS) * (int64_t)sizeof(WBLOCK);         \
-        }                                                                                        \
-        for (int h = 0; h < 2; h++) {                                                            \
-            (scales).s[g][h] = _mm512_loadu_ps(s16[h]);                                          \
-            (scales).m[g][h] = _mm512_loadu_ps(m16[h]);                                          \
         }                                                                                        \
         if ((g) > 0 && ((g0) + (g)) % ((ELEMS) / 32) != 0) {   /* the super-block's D, DMIN again */ \
             (scales).d[g] = (scales).d[(g) - 1], (scales).dm[g] = (scales).dm[(g) - 1];          \
