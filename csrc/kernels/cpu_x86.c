@@ -65,8 +65,9 @@ int colibri_cpu_has_amx(void) {
     unsigned int eax, ebx, ecx, edx;
     int has = colibri_cpu_has_avx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx);
     int tile = has && ((edx >> 24) & 1), int8 = has && ((edx >> 25) & 1);   /* AMX-TILE, AMX-INT8 */
+    int bf16 = has && ((edx >> 22) & 1);                                     /* AMX-BF16 */
     int tiles_saved = (colibri_xcr0() & 0x60000) == 0x60000;                 /* XTILECFG, XTILEDATA */
-    known = tile && int8 && tiles_saved && colibri_amx_permitted();
+    known = tile && int8 && bf16 && tiles_saved && colibri_amx_permitted();
     __atomic_store_n(&answer, known, __ATOMIC_RELAXED);
     return known;
 }

@@ -110,7 +110,7 @@ const colibri_isa_table *colibri_isa_find(const char *name);
 int colibri_cpu_has_avx2(void);
 int colibri_cpu_has_avx_vnni(void);
 int colibri_cpu_has_avx512(void);
-int colibri_cpu_has_amx(void);   /* avx512 plus AMX-TILE and AMX-INT8, the tile state granted by the OS */
+int colibri_cpu_has_amx(void);   /* avx512 plus AMX-TILE, AMX-INT8 and AMX-BF16, the tile state granted by the OS */
 int colibri_cpu_has_neon(void);
 int colibri_cpu_has_neon_dotprod(void);   /* neon plus the ARMv8.2 dot product instructions */
 
@@ -426,7 +426,7 @@ COLIBRI_DECLARE_EXACT_ALL(neon)   /* arm_neon/exact.c, shared by the neon and ne
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(avx512)
 COLIBRI_DECLARE_BLOCK_GEMM(avx512)
 COLIBRI_DECLARE_GEMM(q4_k, amx) COLIBRI_DECLARE_GEMM(q5_k, amx) COLIBRI_DECLARE_GEMM(iq4_xs, amx)
-COLIBRI_DECLARE_GEMM(mxfp4, amx)
+COLIBRI_DECLARE_GEMM(mxfp4, amx) COLIBRI_DECLARE_GEMM(q6_k, amx)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon)
 COLIBRI_DECLARE_BLOCK_GEMM(neon)
 COLIBRI_DECLARE_BLOCK_DOT_ROWS(neon_dotprod)

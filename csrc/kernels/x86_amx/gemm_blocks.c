@@ -26,8 +26,9 @@
  * The types with scales per half (Q2_K, Q3_K, Q6_K) or Q8_H activations (Q5_0,
  * Q5_1, IQ4_NL) need the two halves' dots apart: two K = 16 tiles and two
  * tile stores a group, which made Q6_K's gemm slower than the vpdpbusd panel
- * (kernels_bench, 128 tokens: 55 against 70 GMAC/s), so the AMX table keeps
- * AVX-512's for them.
+ * (kernels_bench, 128 tokens: 55 against 70 GMAC/s; with this file's fixes of
+ * 2026-12-07 a tie). Q6_K folds its scales into bf16 weights instead
+ * (gemm_halves.c: AMX-BF16); the others keep AVX-512's.
  *
  * The tiles are configured at the start of each call and released at its
  * end (colibri_cpu_has_amx has asked Linux for the tile state once).
@@ -37,8 +38,7 @@
 #define COLIBRI_BP_TOKENS 128   /* tokens per chunk: the panel's reuse (B tiles and side: 256 KiB of stack) */
 
 #include "../x86_avx512/block_panel.h"
-
-#define COLIBRI_AMX_TOKENS 16   /* tokens per tile: the lanes of the float step */
+#include "tiles.h"
 
 typedef struct colibri_amx_panel {
     uint8_t u[COLIBRI_BP_GROUPS][COLIBRI_BP_ROWS][32];   /* u: [group, row, element] unsigned quants (A tiles) */
@@ -66,60 +66,11 @@ static void colibri_amx_activations_fill(colibri_amx_activations *act, const cha
     }
 }
 
-/* The tile configuration (palette 1): tmm0, tmm1 a group's dots [row, token] as int32 (16 x
+/* The tiles (colibri_amx_configure): tmm0, tmm1 a group's dots [row, token] as int32 (16 x
  * 64 bytes; even and odd groups), tmm2 its weights (16 rows x 32 bytes), tmm4 its
  * activations (8 rows of words x 64 bytes). */
-typedef struct colibri_amx_config {
-    uint8_t palette, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} colibri_amx_config;
-
-static inline void colibri_amx_configure(void) {
-    colibri_amx_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    cfg.rows[0] = cfg.rows[1] = 16, cfg.colsb[0] = cfg.colsb[1] = 64;
-    cfg.rows[2] = 16, cfg.colsb[2] = 32;
-    cfg.rows[4] = 8, cfg.colsb[4] = 64;
-    _tile_loadconfig(&cfg);
-}
-
-/* out[t] lane r = in[r] lane t, 16 x 16 floats: unpacks of pairs, then of quads, then
- * 128-bit lanes gathered by two rounds of shuffle_f32x4. The loops unrolled: a variable
- * index keeps in and out (the float step's 16 accumulators) on the stack, a load and a
- * store each a row and group. */
-static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(const __m512 in[16], __m512 out[16]) {
-    __m512 a[16], b[16];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < 8; i++) {
-        a[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
-        a[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 4")
-    for (int i = 0; i < 4; i++) {   /* b[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3 */
-        __m512d lo = _mm512_castps_pd(a[4 * i]), hi = _mm512_castps_pd(a[4 * i + 2]);
-        __m512d lo1 = _mm512_castps_pd(a[4 * i + 1]), hi1 = _mm512_castps_pd(a[4 * i + 3]);
-        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
-        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
-        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo1, hi1));
-        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo1, hi1));
-    }
-    _Pragma("GCC unroll 4")
-    for (int c = 0; c < 4; c++) {
-        __m512 p = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x88), q = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xdd);
-        __m512 p1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x88), q1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xdd);
-        out[c] = _mm512_shuffle_f32x4(p, p1, 0x88);
-        out[8 + c] = _mm512_shuffle_f32x4(p, p1, 0xdd);
-        out[4 + c] = _mm512_shuffle_f32x4(q, q1, 0x88);
-        out[12 + c] = _mm512_shuffle_f32x4(q, q1, 0xdd);
-    }
-}
-
-/* The float step's rows (and every loop over the accumulators) unrolled, so that the 16
- * accumulators live in registers. */
-#define COLIBRI_AMX_UNROLL _Pragma("GCC unroll 16")
+static const uint8_t colibri_amx_int8_rows[8] = {16, 16, 16, 0, 8, 0, 0, 0};
+static const uint16_t colibri_amx_int8_colsb[8] = {64, 64, 32, 0, 64, 0, 0, 0};
 
 /* Group g's dots of the tile's 16 tokens (act.b[jt]) into tile CT, from the tokens' -C (A_0 +
  * A_1). CT is a constant: the callers alternate tmm0 / tmm1 by the group's parity. */
@@ -144,7 +95,7 @@ static inline __attribute__((always_inline)) void colibri_transpose16x16_ps(cons
         int32_t dots2[2][COLIBRI_BP_ROWS][COLIBRI_AMX_TOKENS];   /* dots2: [group % 2, row, token] int32 dots */  \
         int64_t n_groups = n / 32;                                                                                \
         int64_t a_bytes = (int64_t)sizeof(colibri_block_q8_s), qs_at = (int64_t)offsetof(colibri_block_q8_s, qs); \
-        colibri_amx_configure();                                                                                  \
+        colibri_amx_configure(colibri_amx_int8_rows, colibri_amx_int8_colsb);                                     \
         for (int64_t t0 = 0; t0 < n_tok; t0 += COLIBRI_BP_TOKENS) {                                               \
             int64_t kt = n_tok - t0 < COLIBRI_BP_TOKENS ? n_tok - t0 : COLIBRI_BP_TOKENS;                         \
             int64_t nt = (kt + COLIBRI_AMX_TOKENS - 1) / COLIBRI_AMX_TOKENS * COLIBRI_AMX_TOKENS;                 \

@@ -39,9 +39,9 @@ typedef struct colibri_block_tokens {
  * Q8_H (q8h) or Q8_S blocks, for quants of offset c whose group dot is one chain (one_chain:
  * no per-half sums) or two: what the step broadcasts, ready-made (as scalars in the step,
  * the conversions and products cost a few % of Q4_K's gemm). */
-static void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x, int64_t x_stride, int64_t t0,
-                                      int64_t nt, int64_t kt, int64_t g0, int64_t ng, int q8h, int one_chain,
-                                      int32_t c) {
+static inline void colibri_block_tokens_fill(colibri_block_tokens *side, const char *x, int64_t x_stride, int64_t t0,
+                                             int64_t nt, int64_t kt, int64_t g0, int64_t ng, int q8h, int one_chain,
+                                             int32_t c) {
     for (int64_t j = 0; j < nt; j++) {
         const char *row = x + (t0 + (j < kt ? j : kt - 1)) * x_stride;
         for (int64_t g = 0; g < ng; g++) {
