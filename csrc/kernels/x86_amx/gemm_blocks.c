@@ -27,8 +27,8 @@
  * Q5_1, IQ4_NL) need the two halves' dots apart: two K = 16 tiles and two
  * tile stores a group, which made Q6_K's gemm slower than the vpdpbusd panel
  * (kernels_bench, 128 tokens: 55 against 70 GMAC/s; with this file's fixes of
- * 2026-12-07 a tie). Q3_K and Q6_K fold their scales into bf16 weights instead
- * (gemm_halves.c: AMX-BF16); the others keep AVX-512's.
+ * 2026-12-07 a tie). Q2_K, Q3_K and Q6_K fold their scales into bf16 weights
+ * instead (gemm_halves.c: AMX-BF16); the others keep AVX-512's.
  *
  * The tiles are configured at the start of each call and released at its
  * end (colibri_cpu_has_amx has asked Linux for the tile state once).

@@ -1,40 +1,40 @@
 /*
- * x86_amx/gemm_halves.c — the multi-token kernels (gemm) of Q3_K and Q6_K, whose
- * groups have an integer scale per half, with AMX-BF16 tiles for the integer
- * dots and AVX-512 for the float step (Intel since Sapphire Rapids).
+ * x86_amx/gemm_halves.c — the multi-token kernels (gemm) of Q2_K, Q3_K and Q6_K,
+ * whose groups have an integer scale per half, with AMX-BF16 tiles for the
+ * integer dots and AVX-512 for the float step (Intel since Sapphire Rapids).
  *
  * A group's dot is isum = S_0 h_0 + S_1 h_1 = sum_j w_j a_j with w_j = S_h(j) q_j:
- * the scales fold into the weights. Q3_K's |w_j| <= 32 * 4 = 128 is a bf16 (one
- * part, one tdpbf16ps a group); Q6_K's |w_j| <= 128 * 32 = 4096 is not. Neither int8 nor
- * bf16 (8 significant bits) holds w_j, but two bf16 do: hi_j is w_j as an f32
- * with its low 16 bits cleared (w_j cut to its top 8 significant bits) and
- * lo_j = w_j - hi_j (the rest: at most 5 significant bits, the same sign), both
- * exact. Two tdpbf16ps add HI·B and LO·B into one f32 tile, B the tokens'
- * activation bytes as bf16 (exact). Every product and partial sum is an integer
- * of magnitude at most sum_j (|hi_j| + |lo_j|) |a_j| = sum_j |w_j| |a_j| <=
- * 32·4096·128 = 2^24, which f32 holds exactly whatever order the tile adds in:
- * the tile's [row, token] is isum, exactly, as a float (Q3_K's: at most 2^19). One tile store a group
- * (where AMX-INT8 needs a tile and a store per half: gemm_blocks.c), then the
- * reference's float step, tokens in the lanes, one row at a time:
- *   acc += isum * (D * d_a)
+ * the scales fold into the weights. Q2_K's |w_j| <= 15 * 3 = 45 and Q3_K's
+ * <= 32 * 4 = 128 are bf16 (one part, one tdpbf16ps a group); Q6_K's <= 128 * 32
+ * = 4096 is neither an int8 nor a bf16 (8 significant bits), but two bf16 hold
+ * it: hi_j is w_j as an f32 with its low 16 bits cleared (its top 8 significant
+ * bits) and lo_j = w_j - hi_j (the rest: at most 5 significant bits, the same
+ * sign), both exact. Two tdpbf16ps add HI·B and LO·B into one f32 tile, B the
+ * tokens' activation bytes as bf16 (exact). Every product and partial sum is an
+ * integer of magnitude at most sum_j (|hi_j| + |lo_j|) |a_j| = sum_j |w_j| |a_j|
+ * <= 32·4096·128 = 2^24, which f32 holds exactly whatever order the tile adds
+ * in: the tile's [row, token] is isum, exactly, as a float. One tile store a
+ * group (where AMX-INT8 needs a tile and a store per half: gemm_blocks.c), then
+ * the reference's float step, tokens in the lanes, one row at a time:
+ *   acc += isum * (D * d_a)  [ - (M_0 A_0 + M_1 A_1) * (DMIN * d_a) ]  (Q2_K's mins)
  * groups in order, so every y[t, r] is bitwise quant_dot_blocks.c's dot.
  *
- * For 16 weight rows and a chunk of groups the panel holds each group's HI and
- * LO tiles (16 rows x 32 bf16, [group, part, row, element]); the chunk's
+ * For 16 weight rows and a chunk of groups the panel holds each group's HI (and
+ * LO) tiles (16 rows x 32 bf16, [group, part, row, element]); the chunk's
  * tokens' activations are laid once, 16 tokens at a time, as B tiles [group,
- * pair, token x 2] (the VNNI pairs tdpbf16ps takes): 340 KiB of stack, under
+ * pair, token x 2] (the VNNI pairs tdpbf16ps takes): 380 KiB of stack, under
  * the 512 KiB every thread that runs kernels has (core/threadpool.h). The rest
- * is gemm_blocks.c's driver, with a pipeline one stage deeper (two tiles a
- * group, in a chain): the accumulators transposed to y's [token, row] at the end
- * of a chunk of groups and resting in y between chunks, rows and tokens past the
- * last real one repeating it.
+ * is gemm_blocks.c's driver, with a pipeline one stage deeper (Q6_K's two tiles
+ * a group are a chain): the accumulators transposed to y's [token, row] at the
+ * end of a chunk of groups and resting in y between chunks, rows and tokens
+ * past the last real one repeating it.
  *
  * kernels_bench 4096 4096 64 128 (in cache, one thread, 3 runs): Q6_K 186-203
  * GMAC/s against the AVX-512 vpdpbusd panel's 152-159, Q3_K 252 against 147-159.
- * Tried for Q6_K and slower: the next
- * panel's fill spread over this one's groups (two panels; 158-171), two groups'
- * tdpbf16ps interleaved (158-167), 16-group chunks (145-153: the chunk's
- * transposes and pipeline fill and drain cost more than the smaller frame gains).
+ * Tried for Q6_K and slower: the next panel's fill spread over this one's groups
+ * (two panels; 158-171), two groups' tdpbf16ps interleaved (158-167), 16-group
+ * chunks (145-153: the chunk's transposes and pipeline fill and drain cost more
+ * than the smaller frame gains).
  */
 #include <immintrin.h>
 
@@ -46,11 +46,14 @@
 typedef struct colibri_amx_bf16_panel {
     uint16_t w[COLIBRI_BP_GROUPS][2][COLIBRI_BP_ROWS][32];   /* w: [group, part (hi, lo), row, element] bf16 */
     __m512 d[COLIBRI_BP_GROUPS];                             /* d: [group] 16 rows' block scales D */
+    __m512 dm[COLIBRI_BP_GROUPS];                            /* dm: [group] 16 rows' DMIN (types with mins) */
+    float m[COLIBRI_BP_GROUPS][2][COLIBRI_BP_ROWS];          /* m: [group, half, row] integer mins M (types with mins) */
 } colibri_amx_bf16_panel;
 
 typedef struct colibri_amx_bf16_tokens {
     uint16_t b[COLIBRI_BP_TOKENS / COLIBRI_AMX_TOKENS][COLIBRI_BP_GROUPS][16][32];   /* b: [token tile, group, pair, token x 2] bf16 */
     float d[COLIBRI_BP_GROUPS][COLIBRI_BP_TOKENS];                                   /* d: [group, token] activation scales */
+    float a[COLIBRI_BP_GROUPS][2][COLIBRI_BP_TOKENS];                                /* a: [group, half, token] half sums A_h */
 } colibri_amx_bf16_tokens;
 
 /* The tiles (colibri_amx_configure), a set for even groups and one for odd: tmm0 / tmm1 a
@@ -70,7 +73,7 @@ static inline __m512i colibri_amx_bf16_pack(__m512 lo, __m512 hi) {
 /* The 16 signed bytes of v as floats (exact). */
 static inline __m512 colibri_amx_bytes_ps(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
-/* The B tiles and scales of tokens t0.. (nt of them, a multiple of 16; real ones kt, the
+/* The B tiles, scales and half sums of tokens t0.. (nt of them, a multiple of 16; real ones kt, the
  * last one repeated) for groups [g0, g0 + ng), from their Q8_S blocks: each token's 32
  * bytes as 16 bf16 pairs, 16 tokens transposed to [pair, token]. */
 static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const char *x, int64_t x_stride, int64_t t0,
@@ -86,6 +89,7 @@ static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const cha
                 __m512 hi = colibri_amx_bytes_ps(_mm_loadu_si128((const __m128i *)(b->qs + 16)));
                 pairs[i] = _mm512_castsi512_ps(colibri_amx_bf16_pack(lo, hi));
                 tok->d[g][j] = b->d;
+                tok->a[g][0][j] = (float)b->sum[0], tok->a[g][1][j] = (float)b->sum[1];
             }
             colibri_transpose16x16_ps(pairs, rows);
             for (int k = 0; k < 16; k++) _mm512_storeu_ps(tok->b[j0 / COLIBRI_AMX_TOKENS][g][k], rows[k]);
@@ -97,13 +101,22 @@ static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const cha
  * panel at row r, groups 8k..8k + 7: QUANTS2's 64 unsigned bytes u = q + C of a group pair
  * are its four halves, 16 bytes each, each times its scale S (SCALES16: the 16 signed
  * scales). The scales widened to floats once (their broadcasts then are loads), the
- * halves' bytes read back from memory by the widening loads. */
-#define COLIBRI_AMX_BF16_FILL(NAME, WBLOCK, QUANTS2, SCALES16, C, PARTS)                                     \
+ * halves' bytes read back from memory by the widening loads. HAS_MIN: MINS16 gives the 16
+ * integer mins, into the panel's m (else COLIBRI_AMX_NO_MINS). */
+#define COLIBRI_AMX_NO_MINS(b) _mm_setzero_si128()
+#define COLIBRI_AMX_Q2_K_SCALES(b) colibri_q2_k_nibbles16((b), 0)
+#define COLIBRI_AMX_Q2_K_MINS(b) colibri_q2_k_nibbles16((b), 1)
+#define COLIBRI_AMX_BF16_FILL(NAME, WBLOCK, QUANTS2, SCALES16, HAS_MIN, MINS16, C, PARTS)                    \
     static inline void NAME(colibri_amx_bf16_panel *panel, const WBLOCK *b, int64_t k, int r) {              \
         const __m512i top = _mm512_set1_epi32((int)0xffff0000u);                                            \
         float sf[16];   /* sf: [half] the super-block's scales */                                           \
         int8_t q[64];   /* q: [element] a group pair's signed quants */                                     \
         _mm512_storeu_ps(sf, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(SCALES16(b))));                         \
+        if (HAS_MIN) {                                                                                      \
+            float mf[16];   /* mf: [half] the super-block's mins */                                         \
+            _mm512_storeu_ps(mf, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(MINS16(b))));                       \
+            for (int h = 0; h < 16; h++) panel->m[8 * k + h / 2][h % 2][r] = mf[h];                        \
+        }                                                                                                   \
         for (int p = 0; p < 4; p++) {                                                                       \
             _mm512_storeu_si512((void *)q, _mm512_sub_epi8(QUANTS2(b, p), _mm512_set1_epi8(C)));            \
             __m512 hi[4], lo[4];   /* [half] w = hi + lo, hi its top 8 significant bits (PARTS 1: w) */    \
@@ -150,9 +163,10 @@ static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const cha
     } while (0)
 
 /* DECL: the gemm of the type WBLOCK (256-element super-blocks), FILL its panel fill
- * (COLIBRI_AMX_BF16_FILL), PARTS its bf16 parts a weight. Same contract as colibri_gemm_fn
- * (Q8_S activations). */
-#define COLIBRI_AMX_BF16_GEMM(DECL, WBLOCK, FILL, PARTS)                                                                \
+ * (COLIBRI_AMX_BF16_FILL), PARTS its bf16 parts a weight, HAS_MIN whether it has mins (then
+ * DMIN_AT the offset of its f16 DMIN, else -1). Same contract as colibri_gemm_fn (Q8_S
+ * activations). */
+#define COLIBRI_AMX_BF16_GEMM(DECL, WBLOCK, FILL, PARTS, HAS_MIN, DMIN_AT)                                                               \
 DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,                         \
      int64_t n_tok, float *y, int64_t y_stride) {                                                                       \
     colibri_amx_bf16_panel panel;                                                                                       \
@@ -178,7 +192,8 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
                     const char *sb[COLIBRI_BP_ROWS];   /* sb: [row] the super-block of group g0 + g */                  \
                     for (int r = 0; r < COLIBRI_BP_ROWS; r++) sb[r] = (const char *)((const WBLOCK *)row_at[r] + (g0 + g) / 8); \
                     panel.d[g] = colibri_bp_f16(sb, offsetof(WBLOCK, d));                                               \
-                    for (int i = 1; i < 8; i++) panel.d[g + i] = panel.d[g];                                            \
+                    panel.dm[g] = (DMIN_AT) < 0 ? _mm512_setzero_ps() : colibri_bp_f16(sb, (DMIN_AT) < 0 ? 0 : (DMIN_AT)); \
+                    for (int i = 1; i < 8; i++) panel.d[g + i] = panel.d[g], panel.dm[g + i] = panel.dm[g];             \
                 }                                                                                                       \
                 __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                           \
                 for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_AMX_TOKENS) {                                               \
@@ -211,10 +226,16 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
                             const int64_t gs = g - 1;   /* the group whose float step runs */                           \
                             float(*dots)[COLIBRI_AMX_TOKENS] = dots3[gs % 3];   /* dots: [row, token] */                \
                             __m512 da = _mm512_loadu_ps(&tok.d[gs][j0]);      /* da: [token] */                         \
-                            const float *d = (const float *)&panel.d[gs];                                               \
+                            __m512 a0 = _mm512_loadu_ps(&tok.a[gs][0][j0]), a1 = _mm512_loadu_ps(&tok.a[gs][1][j0]);    \
+                            const float *d = (const float *)&panel.d[gs], *dm = (const float *)&panel.dm[gs];           \
                             COLIBRI_AMX_UNROLL                                                                          \
                             for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                                 \
                                 __m512 v = _mm512_mul_ps(_mm512_loadu_ps(dots[r]), _mm512_mul_ps(_mm512_set1_ps(d[r]), da)); \
+                                if (HAS_MIN) {   /* msum = M_0 A_0 + M_1 A_1: integers below 2^24, exact */             \
+                                    __m512 msum = _mm512_fmadd_ps(_mm512_set1_ps(panel.m[gs][1][r]), a1,                \
+                                                                  _mm512_mul_ps(_mm512_set1_ps(panel.m[gs][0][r]), a0)); \
+                                    v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(_mm512_set1_ps(dm[r]), da))); \
+                                }                                                                                       \
                                 acc[r] = _mm512_add_ps(acc[r], v);                                                      \
                             }                                                                                           \
                         }                                                                                               \
@@ -230,7 +251,13 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
     _tile_release();                                                                                                    \
 }
 
-COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q3_k, colibri_block_q3_k, colibri_q3_k_quants2, colibri_q3_k_scales16, 4, 1)
-COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q6_k, colibri_block_q6_k, colibri_q6_k_quants2, colibri_q6_k_scales16, 32, 2)
-COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q3_k_amx, colibri_block_q3_k, colibri_amx_fill_q3_k, 1)
-COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q6_k_amx, colibri_block_q6_k, colibri_amx_fill_q6_k, 2)
+COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q2_k, colibri_block_q2_k, colibri_q2_k_quants2, COLIBRI_AMX_Q2_K_SCALES, 1,
+                      COLIBRI_AMX_Q2_K_MINS, 0, 1)
+COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q3_k, colibri_block_q3_k, colibri_q3_k_quants2, colibri_q3_k_scales16, 0,
+                      COLIBRI_AMX_NO_MINS, 4, 1)
+COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q6_k, colibri_block_q6_k, colibri_q6_k_quants2, colibri_q6_k_scales16, 0,
+                      COLIBRI_AMX_NO_MINS, 32, 2)
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q2_k_amx, colibri_block_q2_k, colibri_amx_fill_q2_k, 1, 1,
+                      (int)offsetof(colibri_block_q2_k, dmin))
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q3_k_amx, colibri_block_q3_k, colibri_amx_fill_q3_k, 1, 0, -1)
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q6_k_amx, colibri_block_q6_k, colibri_amx_fill_q6_k, 2, 0, -1)

@@ -1,13 +1,14 @@
 /*
  * x86_avx512/table.h — the AVX-512-class kernel tables (x86_avx512/isa.c,
  * x86_amx/isa.c): AVX-512's kernels throughout, but for the gemm of Q4_K, Q5_K,
- * IQ4_XS and MXFP4 (one integer scale a group or none), Q3_K and Q6_K, whose
- * names end in GROUP_GEMM (avx512: vpdpbusd panels, x86_avx512/gemm_blocks.c;
- * amx: AMX-INT8 tiles, x86_amx/gemm_blocks.c, and for Q3_K and Q6_K AMX-BF16
- * tiles, x86_amx/gemm_halves.c). The float dot_rows kernels are AVX2's (a
- * wider vector would change the reference's 8-lane summation order, and
- * vdpbf16ps rounds the activations to bf16, so neither could stay bitwise
- * equal to the reference; the float dots are memory-bound at decode anyway);
+ * IQ4_XS and MXFP4 (one integer scale a group or none), Q2_K, Q3_K and Q6_K,
+ * whose names end in GROUP_GEMM (avx512: vpdpbusd panels,
+ * x86_avx512/gemm_blocks.c; amx: AMX-INT8 tiles, x86_amx/gemm_blocks.c, and for
+ * the per-half types AMX-BF16 tiles, x86_amx/gemm_halves.c). The float
+ * dot_rows kernels are AVX2's (a wider vector would change the reference's
+ * 8-lane summation order, and vdpbf16ps rounds the activations to bf16, so
+ * neither could stay bitwise equal to the reference; the float dots are
+ * memory-bound at decode anyway);
  * the float gemm kernels keep those 8 lanes, two tokens to a 512-bit
  * register, in a 4 rows × 8 tokens tile (gemm_float.c).
  */
@@ -48,11 +49,11 @@ const colibri_isa_table VAR = {                                                 
         [COLIBRI_DTYPE_Q4_1] = colibri_gemm_q4_1_avx512,                                          \
         [COLIBRI_DTYPE_Q5_0] = colibri_gemm_q5_0_avx512,                                          \
         [COLIBRI_DTYPE_Q5_1] = colibri_gemm_q5_1_avx512,                                          \
-        [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k_avx512,                                          \
-        [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k_##GROUP_GEMM,                                      \
+        [COLIBRI_DTYPE_Q2_K] = colibri_gemm_q2_k_##GROUP_GEMM,                                    \
+        [COLIBRI_DTYPE_Q3_K] = colibri_gemm_q3_k_##GROUP_GEMM,                                    \
         [COLIBRI_DTYPE_Q4_K] = colibri_gemm_q4_k_##GROUP_GEMM,                                    \
         [COLIBRI_DTYPE_Q5_K] = colibri_gemm_q5_k_##GROUP_GEMM,                                    \
-        [COLIBRI_DTYPE_Q6_K] = colibri_gemm_q6_k_##GROUP_GEMM,                                      \
+        [COLIBRI_DTYPE_Q6_K] = colibri_gemm_q6_k_##GROUP_GEMM,                                    \
         [COLIBRI_DTYPE_IQ4_NL] = colibri_gemm_iq4_nl_avx512,                                      \
         [COLIBRI_DTYPE_IQ4_XS] = colibri_gemm_iq4_xs_##GROUP_GEMM,                                \
         [COLIBRI_DTYPE_MXFP4] = colibri_gemm_mxfp4_##GROUP_GEMM,                                  \
