@@ -30,7 +30,8 @@
  * past the last real one repeating it.
  *
  * kernels_bench 4096 4096 64 128 (in cache, one thread, 3 runs): Q6_K 186-203
- * GMAC/s against the AVX-512 vpdpbusd panel's 152-159, Q3_K 252 against 147-159.
+ * GMAC/s against the AVX-512 vpdpbusd panel's 152-159, Q3_K 252 against 147-159;
+ * in a slower phase Q2_K 136-142 against 116-117.
  * Tried for Q6_K and slower: the next panel's fill spread over this one's groups
  * (two panels; 158-171), two groups' tdpbf16ps interleaved (158-167), 16-group
  * chunks (145-153: the chunk's transposes and pipeline fill and drain cost more
@@ -104,8 +105,6 @@ static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const cha
  * halves' bytes read back from memory by the widening loads. HAS_MIN: MINS16 gives the 16
  * integer mins, into the panel's m (else COLIBRI_AMX_NO_MINS). */
 #define COLIBRI_AMX_NO_MINS(b) _mm_setzero_si128()
-#define COLIBRI_AMX_Q2_K_SCALES(b) colibri_q2_k_nibbles16((b), 0)
-#define COLIBRI_AMX_Q2_K_MINS(b) colibri_q2_k_nibbles16((b), 1)
 #define COLIBRI_AMX_BF16_FILL(NAME, WBLOCK, QUANTS2, SCALES16, HAS_MIN, MINS16, C, PARTS)                    \
     static inline void NAME(colibri_amx_bf16_panel *panel, const WBLOCK *b, int64_t k, int r) {              \
         const __m512i top = _mm512_set1_epi32((int)0xffff0000u);                                            \
@@ -163,10 +162,10 @@ static void colibri_amx_bf16_tokens_fill(colibri_amx_bf16_tokens *tok, const cha
     } while (0)
 
 /* DECL: the gemm of the type WBLOCK (256-element super-blocks), FILL its panel fill
- * (COLIBRI_AMX_BF16_FILL), PARTS its bf16 parts a weight, HAS_MIN whether it has mins (then
- * DMIN_AT the offset of its f16 DMIN, else -1). Same contract as colibri_gemm_fn (Q8_S
+ * (COLIBRI_AMX_BF16_FILL), PARTS its bf16 parts a weight, DMIN_AT the offset of its f16 DMIN
+ * (types with mins; else -1). Same contract as colibri_gemm_fn (Q8_S
  * activations). */
-#define COLIBRI_AMX_BF16_GEMM(DECL, WBLOCK, FILL, PARTS, HAS_MIN, DMIN_AT)                                                               \
+#define COLIBRI_AMX_BF16_GEMM(DECL, WBLOCK, FILL, PARTS, DMIN_AT)                                                                        \
 DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n, int64_t rows,                         \
      int64_t n_tok, float *y, int64_t y_stride) {                                                                       \
     colibri_amx_bf16_panel panel;                                                                                       \
@@ -192,8 +191,11 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
                     const char *sb[COLIBRI_BP_ROWS];   /* sb: [row] the super-block of group g0 + g */                  \
                     for (int r = 0; r < COLIBRI_BP_ROWS; r++) sb[r] = (const char *)((const WBLOCK *)row_at[r] + (g0 + g) / 8); \
                     panel.d[g] = colibri_bp_f16(sb, offsetof(WBLOCK, d));                                               \
-                    panel.dm[g] = (DMIN_AT) < 0 ? _mm512_setzero_ps() : colibri_bp_f16(sb, (DMIN_AT) < 0 ? 0 : (DMIN_AT)); \
-                    for (int i = 1; i < 8; i++) panel.d[g + i] = panel.d[g], panel.dm[g + i] = panel.dm[g];             \
+                    for (int i = 1; i < 8; i++) panel.d[g + i] = panel.d[g];                                            \
+                    if ((DMIN_AT) >= 0) {                                                                               \
+                        panel.dm[g] = colibri_bp_f16(sb, (DMIN_AT));                                                    \
+                        for (int i = 1; i < 8; i++) panel.dm[g + i] = panel.dm[g];                                      \
+                    }                                                                                                   \
                 }                                                                                                       \
                 __mmask16 keep = (__mmask16)((1u << kr) - 1);                                                           \
                 for (int64_t j0 = 0; j0 < nt; j0 += COLIBRI_AMX_TOKENS) {                                               \
@@ -231,7 +233,7 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
                             COLIBRI_AMX_UNROLL                                                                          \
                             for (int r = 0; r < COLIBRI_BP_ROWS; r++) {                                                 \
                                 __m512 v = _mm512_mul_ps(_mm512_loadu_ps(dots[r]), _mm512_mul_ps(_mm512_set1_ps(d[r]), da)); \
-                                if (HAS_MIN) {   /* msum = M_0 A_0 + M_1 A_1: integers below 2^24, exact */             \
+                                if ((DMIN_AT) >= 0) {   /* msum = M_0 A_0 + M_1 A_1: integers below 2^24, exact */             \
                                     __m512 msum = _mm512_fmadd_ps(_mm512_set1_ps(panel.m[gs][1][r]), a1,                \
                                                                   _mm512_mul_ps(_mm512_set1_ps(panel.m[gs][0][r]), a0)); \
                                     v = _mm512_sub_ps(v, _mm512_mul_ps(msum, _mm512_mul_ps(_mm512_set1_ps(dm[r]), da))); \
@@ -251,13 +253,13 @@ DECL(const void *w, int64_t w_stride, const void *x, int64_t x_stride, int64_t n
     _tile_release();                                                                                                    \
 }
 
-COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q2_k, colibri_block_q2_k, colibri_q2_k_quants2, COLIBRI_AMX_Q2_K_SCALES, 1,
-                      COLIBRI_AMX_Q2_K_MINS, 0, 1)
+COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q2_k, colibri_block_q2_k, colibri_q2_k_quants2, colibri_q2_k_scales16, 1,
+                      colibri_q2_k_mins16, 0, 1)
 COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q3_k, colibri_block_q3_k, colibri_q3_k_quants2, colibri_q3_k_scales16, 0,
                       COLIBRI_AMX_NO_MINS, 4, 1)
 COLIBRI_AMX_BF16_FILL(colibri_amx_fill_q6_k, colibri_block_q6_k, colibri_q6_k_quants2, colibri_q6_k_scales16, 0,
                       COLIBRI_AMX_NO_MINS, 32, 2)
-COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q2_k_amx, colibri_block_q2_k, colibri_amx_fill_q2_k, 1, 1,
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q2_k_amx, colibri_block_q2_k, colibri_amx_fill_q2_k, 1,
                       (int)offsetof(colibri_block_q2_k, dmin))
-COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q3_k_amx, colibri_block_q3_k, colibri_amx_fill_q3_k, 1, 0, -1)
-COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q6_k_amx, colibri_block_q6_k, colibri_amx_fill_q6_k, 2, 0, -1)
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q3_k_amx, colibri_block_q3_k, colibri_amx_fill_q3_k, 1, -1)
+COLIBRI_AMX_BF16_GEMM(void colibri_gemm_q6_k_amx, colibri_block_q6_k, colibri_amx_fill_q6_k, 2, -1)

@@ -51,10 +51,12 @@ static inline __m128i colibri_q3_k_scales16(const colibri_block_q3_k *b) {
     return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
 }
 
-/* Q2_K: the low nibbles (scales) or high nibbles (mins) of scales[16]. */
-static inline __m128i colibri_q2_k_nibbles16(const colibri_block_q2_k *b, int high) {
-    __m128i x = _mm_loadu_si128((const __m128i *)b->scales);
-    return _mm_and_si128(high ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(0x0f));
+/* Q2_K: the 16 four-bit scales (low nibbles of scales[16]) and mins (high nibbles). */
+static inline __m128i colibri_q2_k_scales16(const colibri_block_q2_k *b) {
+    return _mm_and_si128(_mm_loadu_si128((const __m128i *)b->scales), _mm_set1_epi8(0x0f));
+}
+static inline __m128i colibri_q2_k_mins16(const colibri_block_q2_k *b) {
+    return _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)b->scales), 4), _mm_set1_epi8(0x0f));
 }
 
 /* IQ4_XS: the 8 six-bit scales minus 32, per half (colibri_iq4_xs_scale_bytes, quant_blocks.h). */

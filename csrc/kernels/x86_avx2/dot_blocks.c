@@ -222,8 +222,6 @@ static inline int colibri_i32_at(const void *p) {
 #define COLIBRI_ACT_PAIR_D(a0, a1) _mm256_blend_ps(_mm256_set1_ps((a0)->d), _mm256_set1_ps((a1)->d), 0xf0)
 
 #define COLIBRI_NONE16(b) _mm_setzero_si128()
-#define COLIBRI_Q2_K_SCALES16(b) colibri_q2_k_nibbles16((b), 0)
-#define COLIBRI_Q2_K_MINS16(b) colibri_q2_k_nibbles16((b), 1)
 #define COLIBRI_UNSIGNED colibri_maddubs4
 #define COLIBRI_SIGNED colibri_maddubs4_signed
 #define COLIBRI_UNSIGNED16 _mm256_maddubs_epi16
@@ -315,7 +313,7 @@ static inline __attribute__((always_inline)) __m256i colibri_field(const uint8_t
     }                                                                                                           \
     COLIBRI_TOKEN_CORES(NAME)
 
-#define COLIBRI_HEAD_Q2_K COLIBRI_HEAD_BY_HALF(COLIBRI_Q2_K_SCALES16, 1, COLIBRI_Q2_K_MINS16, 80, 82)
+#define COLIBRI_HEAD_Q2_K COLIBRI_HEAD_BY_HALF(colibri_q2_k_scales16, 1, colibri_q2_k_mins16, 80, 82)
 #define COLIBRI_HEAD_Q3_K COLIBRI_HEAD_BY_HALF(colibri_q3_k_scales16, 0, COLIBRI_NONE16, 108, 108)
 #define COLIBRI_HEAD_Q6_K COLIBRI_HEAD_BY_HALF(colibri_q6_k_scales16, 0, COLIBRI_NONE16, 208, 208)
 #define COLIBRI_HEAD_IQ4_XS COLIBRI_HEAD_BY_HALF(colibri_iq4_xs_scales16, 0, COLIBRI_NONE16, 0, 0)

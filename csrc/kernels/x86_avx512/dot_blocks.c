@@ -195,9 +195,7 @@ static inline void colibri_iq4_xs_headers(const void *b0, const void *b1, const 
         }                                                                                                       \
     }
 #define COLIBRI_NONE16(b) _mm_setzero_si128()
-#define COLIBRI_Q2_K_SCALES16(b) colibri_q2_k_nibbles16((b), 0)
-#define COLIBRI_Q2_K_MINS16(b) colibri_q2_k_nibbles16((b), 1)
-COLIBRI_HALF_HEADERS(colibri_q2_k_headers, colibri_block_q2_k, 80, COLIBRI_Q2_K_SCALES16, COLIBRI_Q2_K_MINS16, 82)
+COLIBRI_HALF_HEADERS(colibri_q2_k_headers, colibri_block_q2_k, 80, colibri_q2_k_scales16, colibri_q2_k_mins16, 82)
 COLIBRI_HALF_HEADERS(colibri_q3_k_headers, colibri_block_q3_k, 108, colibri_q3_k_scales16, COLIBRI_NONE16, -1)
 COLIBRI_HALF_HEADERS(colibri_q6_k_headers, colibri_block_q6_k, 208, colibri_q6_k_scales16, COLIBRI_NONE16, -1)
 
